@@ -1,0 +1,1 @@
+"""Simulation: the MuJoCo Panda, manipulation tasks, scripted experts and vector envs."""
