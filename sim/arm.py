@@ -109,26 +109,26 @@ def arm_defaults() -> str:
 
 
 def arm_actuators() -> str:
-    """Torque motors for the 7 joints and the coupled gripper servo (``ctrl`` = finger gap/2 [m])."""
+    """Torque motors for the 7 joints and the gripper servo (``ctrl`` = each finger's travel [m]).
+
+    The servo drives the left finger; an equality constraint makes the right one mirror it.
+    """
     motors = "\n".join(
         f'<motor name="torque{i + 1}" joint="joint{i + 1}" ctrllimited="true" '
         f'ctrlrange="{-panda.TAU_MAX[i]} {panda.TAU_MAX[i]}"/>'
         for i in range(panda.NUM_JOINTS)
     )
-    kp = 4000.0
-    f = 2 * panda.GRASP_FORCE  # a tendon force F pushes each finger with F/2
+    kp = 2000.0  # [N/m]: a 4 cm object squeezed by a closed command meets the force limit
     return f"""
-<tendon>
-  <fixed name="finger_split"><joint joint="finger_left" coef="0.5"/>
-    <joint joint="finger_right" coef="0.5"/></fixed>
-</tendon>
 <equality>
-  <joint joint1="finger_left" joint2="finger_right" polycoef="0 1 0 0 0" solref="0.005 1"/>
+  <joint joint1="finger_right" joint2="finger_left" polycoef="0 1 0 0 0" solref="0.005 1"/>
 </equality>
 <actuator>
   {motors}
-  <general name="gripper" tendon="finger_split" ctrllimited="true" ctrlrange="0 {panda.FINGER_TRAVEL}"
-           forcelimited="true" forcerange="{-f} {f}" gainprm="{kp}" biasprm="0 -{kp} -100"/>
+  <general name="gripper" joint="finger_left" ctrllimited="true"
+           ctrlrange="0 {panda.FINGER_TRAVEL}" forcelimited="true"
+           forcerange="{-panda.GRASP_FORCE} {panda.GRASP_FORCE}" gainprm="{kp}"
+           biastype="affine" biasprm="0 -{kp} -40"/>
 </actuator>
 <sensor>
   <force name="ft_force" site="ft"/>

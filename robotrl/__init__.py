@@ -1,0 +1,3 @@
+"""robotrl: reinforcement learning for real robot arms and VLA policies."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,99 @@
+"""Roll a policy out for N seeded episodes and report success with a confidence interval."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+from tqdm.auto import tqdm
+
+
+class EpisodePolicy(Protocol):
+    """Anything that acts on one env's observation dict: experts, wrapped BC/RL policies."""
+
+    def reset(self) -> None: ...
+
+    def __call__(self, obs: dict[str, np.ndarray]) -> np.ndarray: ...
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion (95 % for z = 1.96)."""
+    if n <= 0:
+        return (0.0, 1.0)
+    p = successes / n
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+@dataclass
+class EvalResult:
+    """Outcome of :func:`evaluate`; ``success_ci95`` is the Wilson interval."""
+
+    episodes: int
+    success_rate: float
+    success_ci95: tuple[float, float]
+    mean_length: float
+    mean_return: float
+    successes: list[bool] = field(repr=False)
+    lengths: list[int] = field(repr=False)
+
+    def summary(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("successes")
+        d.pop("lengths")
+        d["success_ci95"] = [round(x, 4) for x in self.success_ci95]
+        return {k: round(v, 4) if isinstance(v, float) else v for k, v in d.items()}
+
+
+def evaluate(
+    env: Any,
+    policy: EpisodePolicy,
+    episodes: int,
+    *,
+    seed: int = 0,
+    progress: bool = True,
+    desc: str = "eval",
+    on_step: Callable[[Any], None] | None = None,
+) -> EvalResult:
+    """Run ``episodes`` episodes, episode i reset with ``seed + i``.
+
+    Args:
+        env: a Gymnasium env (``reset(seed)``, ``step(a)``).
+        policy: acts on one observation; ``reset()`` is called at every episode start.
+        on_step: called with the env after every step (e.g. to grab video frames).
+    """
+    if episodes < 1:
+        raise ValueError(f"episodes must be >= 1, got {episodes}")
+    successes, lengths, returns = [], [], []
+    bar = tqdm(range(episodes), desc=desc, disable=not progress, leave=False)
+    for i in bar:
+        obs, _ = env.reset(seed=seed + i)
+        policy.reset()
+        done, length, ret, success = False, 0, 0.0, False
+        while not done:
+            obs, reward, terminated, truncated, info = env.step(policy(obs))
+            ret += float(reward)
+            length += 1
+            success = success or bool(info.get("success", False))
+            done = terminated or truncated
+            if on_step is not None:
+                on_step(env)
+        successes.append(success)
+        lengths.append(length)
+        returns.append(ret)
+        bar.set_postfix(success=f"{np.mean(successes):.2f}")
+    n_succ = int(np.sum(successes))
+    return EvalResult(
+        episodes=episodes,
+        success_rate=n_succ / episodes,
+        success_ci95=wilson_interval(n_succ, episodes),
+        mean_length=float(np.mean(lengths)),
+        mean_return=float(np.mean(returns)),
+        successes=successes,
+        lengths=lengths,
+    )

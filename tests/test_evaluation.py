@@ -1,0 +1,54 @@
+import numpy as np
+import pytest
+
+from robotrl.evaluation import EvalResult, evaluate, wilson_interval
+
+
+def test_wilson_interval_known_values():
+    lo, hi = wilson_interval(50, 100)
+    assert lo == pytest.approx(0.4038, abs=1e-3)
+    assert hi == pytest.approx(0.5962, abs=1e-3)
+    lo, hi = wilson_interval(0, 20)
+    assert lo == 0.0 and 0.1 < hi < 0.2
+    lo, hi = wilson_interval(20, 20)
+    assert hi == 1.0 and 0.8 < lo < 0.9
+
+
+class _CountdownEnv:
+    """Succeeds on step ``k`` when the seed is even; truncates after 5 steps otherwise."""
+
+    def reset(self, seed=None):
+        self.seed, self.t = seed, 0
+        return {"x": np.zeros(1)}, {}
+
+    def step(self, action):
+        self.t += 1
+        success = self.seed % 2 == 0 and self.t == 3
+        return {"x": np.zeros(1)}, float(success), success, self.t >= 5, {"success": success}
+
+
+class _Policy:
+    resets = 0
+
+    def reset(self):
+        self.resets += 1
+
+    def __call__(self, obs):
+        return np.zeros(7)
+
+
+def test_evaluate_counts_seeds_lengths_and_resets():
+    policy = _Policy()
+    res = evaluate(_CountdownEnv(), policy, 10, seed=0, progress=False)
+    assert isinstance(res, EvalResult)
+    assert res.successes == [True, False] * 5
+    assert res.lengths == [3, 5] * 5
+    assert res.success_rate == 0.5
+    assert res.mean_length == 4.0
+    assert policy.resets == 10
+    assert set(res.summary()) >= {"episodes", "success_rate", "success_ci95", "mean_length"}
+
+
+def test_evaluate_rejects_zero_episodes():
+    with pytest.raises(ValueError, match="episodes"):
+        evaluate(_CountdownEnv(), _Policy(), 0)
