@@ -66,7 +66,8 @@ def _hand() -> str:
         class="arm"/>
   <camera name="wrist" pos="0.06 0 0.03" xyaxes="0 -1 0 -1 0 0" fovy="75"/>
   <body name="finger_left" pos="0 0 {finger_z}" gravcomp="1">
-    <joint name="finger_left" type="slide" axis="0 1 0" range="0 {panda.FINGER_TRAVEL}" class="finger"/>
+    <joint name="finger_left" type="slide" axis="0 1 0" range="0 {panda.FINGER_TRAVEL}"
+           class="finger"/>
     <geom name="finger_left_pad" type="box" pos="0 0.007 {pad_z}" size="0.01 0.007 0.022"
           class="pad"/>
   </body>

@@ -57,7 +57,9 @@ class Task(ABC):
     def bind(self, model: mujoco.MjModel) -> None:  # noqa: B027 - optional hook
         """Look up ids once the model is compiled."""
 
-    def reset(self, model: mujoco.MjModel, data: mujoco.MjData, rng: np.random.Generator) -> None:
+    def reset(  # noqa: B027 - optional hook
+        self, model: mujoco.MjModel, data: mujoco.MjData, rng: np.random.Generator
+    ) -> None:
         """Place the objects (arm already at its initial pose, ``mj_forward`` not yet called)."""
 
     def after_reset(self, env: object) -> None:  # noqa: B027 - optional hook
