@@ -47,9 +47,13 @@ class SerialChain:
     _frames: np.ndarray = field(init=False, repr=False)
     _step: np.ndarray = field(init=False, repr=False)
     _tool: np.ndarray = field(init=False, repr=False)
+    _lever: np.ndarray = field(init=False, repr=False)
+    _tmp: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.a, self.d, self.alpha = (np.asarray(x, dtype=float) for x in (self.a, self.d, self.alpha))
+        self.a, self.d, self.alpha = (
+            np.asarray(x, dtype=float) for x in (self.a, self.d, self.alpha)
+        )
         if not (self.a.shape == self.d.shape == self.alpha.shape) or self.a.ndim != 1:
             raise ValueError(
                 f"DH arrays must share one 1-D shape, got {self.a.shape}, {self.d.shape}, "
@@ -58,6 +62,8 @@ class SerialChain:
         self._frames = np.zeros((self.num_joints + 2, 4, 4))
         self._step = np.eye(4)
         self._tool = np.eye(4)
+        self._lever = np.zeros((self.num_joints, 3))
+        self._tmp = np.zeros(self.num_joints)
         cy, sy = np.cos(self.tool_yaw), np.sin(self.tool_yaw)
         self._tool[:2, :2] = [[cy, -sy], [sy, cy]]
         self._tool[2, 3] = self.tool_offset
@@ -77,34 +83,50 @@ class SerialChain:
         q = np.asarray(q, dtype=float)
         if q.shape != (self.num_joints,):
             raise ValueError(f"q must have shape ({self.num_joints},), got {q.shape}")
-        pose = np.eye(4)
-        for i in range(self.num_joints + 1):
+        frames = self._frames
+        _dh_transform(self.a[0], self.d[0], self.alpha[0], q[0], frames[0])
+        for i in range(1, self.num_joints + 1):
             qi = q[i] if i < self.num_joints else 0.0
-            pose = pose @ _dh_transform(self.a[i], self.d[i], self.alpha[i], qi, self._step)
-            self._frames[i] = pose
-        self._frames[-1] = pose @ self._tool
-        return self._frames
+            _dh_transform(self.a[i], self.d[i], self.alpha[i], qi, self._step)
+            np.matmul(frames[i - 1], self._step, out=frames[i])
+        np.matmul(frames[-2], self._tool, out=frames[-1])
+        return frames
 
     def forward(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Tool pose in the base frame: position (3,) [m] and rotation matrix (3, 3)."""
         tool = self.frames(q)[-1]
         return tool[:3, 3].copy(), tool[:3, :3].copy()
 
-    def jacobian(self, q: np.ndarray) -> np.ndarray:
+    def jacobian(self, q: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """Geometric Jacobian of the tool point, base frame.
 
+        Args:
+            q: (n,) joint positions [rad].
+            out: optional (6, n) array to write into (no allocation).
         Returns:
             (6, n): rows 0-2 map qdot [rad/s] to tool linear velocity [m/s], rows 3-5 to
-            angular velocity [rad/s], both expressed in the base frame.
+            angular velocity [rad/s], both expressed in the base frame. After the call,
+            ``self.frames`` buffer holds the poses at ``q`` (see :meth:`tool_pose`).
         """
+        if out is None:
+            out = np.empty((6, self.num_joints))
         frames = self.frames(q)
-        p_tool = frames[-1][:3, 3]
-        jac = np.empty((6, self.num_joints))
-        for i in range(self.num_joints):
-            z = frames[i][:3, 2]  # joint i+1 rotates about its own z axis
-            jac[:3, i] = np.cross(z, p_tool - frames[i][:3, 3])
-            jac[3:, i] = z
-        return jac
+        n = self.num_joints
+        z = frames[:n, :3, 2]  # joint i+1 rotates about its own z axis
+        r = self._lever
+        np.subtract(frames[-1, :3, 3], frames[:n, :3, 3], out=r)  # joint origin -> tool point
+        # out[:3] = cross(z, r), written component-wise to avoid np.cross's temporaries
+        tmp = self._tmp
+        for row, (a, b) in enumerate(((1, 2), (2, 0), (0, 1))):
+            np.multiply(z[:, a], r[:, b], out=out[row])
+            np.multiply(z[:, b], r[:, a], out=tmp)
+            out[row] -= tmp
+        np.copyto(out[3:], z.T)
+        return out
+
+    def tool_pose(self) -> np.ndarray:
+        """(4, 4) tool pose of the last :meth:`frames`/:meth:`jacobian` call (a view)."""
+        return self._frames[-1]
 
 
 def panda_chain() -> SerialChain:

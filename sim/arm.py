@@ -142,6 +142,7 @@ def scene_xml(
     assets: str = "",
     extra: str = "",
     name: str = "panda_scene",
+    native_impedance: bool = False,
 ) -> str:
     """A full MJCF scene: table plane, lights, front camera, the arm and the given objects.
 
@@ -149,7 +150,14 @@ def scene_xml(
         objects: MJCF elements placed in ``<worldbody>`` (task objects, fixtures).
         assets: extra ``<asset>`` children.
         extra: extra top-level elements (``<equality>``, ``<contact>``...).
+        native_impedance: also add the mocap target and actuators of
+            :mod:`sim.native_impedance` (MuJoCo evaluates the Cartesian impedance law).
     """
+    if native_impedance:  # imported here: it needs mujoco, which building XML does not
+        from sim.native_impedance import native_impedance_actuators, native_impedance_worldbody
+
+        objects = objects + native_impedance_worldbody()
+        extra = extra + native_impedance_actuators()
     return f"""
 <mujoco model="{name}">
   <compiler angle="radian" autolimits="true"/>
