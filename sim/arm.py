@@ -64,7 +64,7 @@ def _hand() -> str:
   <site name="tcp" pos="0 0 {panda.TCP_OFFSET}" size="0.006" rgba="0 1 0 0.5"/>
   <geom name="hand_geom" type="box" pos="0 0 0.03" size="0.03 0.095 0.028" mass="{panda.HAND_MASS}"
         class="arm"/>
-  <camera name="wrist" pos="0.06 0 0.03" xyaxes="0 -1 0 -1 0 0" fovy="75"/>
+  <camera name="wrist" pos="0.08 0 0.02" xyaxes="0 -1 0 -0.78 0 -0.62" fovy="75"/>
   <body name="finger_left" pos="0 0 {finger_z}" gravcomp="1">
     <joint name="finger_left" type="slide" axis="0 1 0" range="0 {panda.FINGER_TRAVEL}"
            class="finger"/>
@@ -181,7 +181,7 @@ def scene_xml(
     <light pos="1.5 1 1.5" dir="-1 -0.6 -1" diffuse="0.3 0.3 0.3"/>
     <geom name="table" type="plane" size="1.5 1.5 0.05" material="table"
           contype="{WORLD_CONTYPE}" conaffinity="{WORLD_CONTYPE | ARM_CONTYPE}"/>
-    <camera name="front" pos="1.35 0 0.65" xyaxes="0 1 0 -0.45 0 0.89" fovy="50"/>
+    <camera name="front" pos="1.3 -0.8 0.9" xyaxes="0.625 0.781 0 -0.383 0.306 0.872" fovy="45"/>
     {arm_body()}
     {objects}
   </worldbody>

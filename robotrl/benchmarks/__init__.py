@@ -1,0 +1,1 @@
+"""Benchmarks behind ``robotrl bench <name>``; each returns a JSON-able dict."""

@@ -1,0 +1,93 @@
+"""The ``robotrl`` console script: subcommands taking Hydra ``key=value`` overrides.
+
+Every subcommand composes its config from ``robotrl/conf``, writes its outputs under
+``outputs/<date>/<time>-<name>/`` where it produces files, shows progress on stderr and ends
+with one JSON line on stdout. This is the only place configs are turned into objects.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+from omegaconf import DictConfig
+
+Command = Callable[[DictConfig], dict]
+
+
+def _quickstart(cfg: DictConfig) -> dict:
+    from robotrl.quickstart import run_quickstart
+
+    return run_quickstart(cfg)
+
+
+def _bench_sim(cfg: DictConfig) -> dict:
+    from robotrl.benchmarks.sim_throughput import run_sim_benchmark
+
+    return run_sim_benchmark(cfg)
+
+
+# subcommand -> (config name, runner, help)
+COMMANDS: dict[str, tuple[str, Command, str]] = {
+    "quickstart": ("quickstart", _quickstart, "expert demos on every task, evaluated, with videos"),
+}
+BENCHMARKS: dict[str, tuple[str, Command, str]] = {
+    "sim": ("bench_sim", _bench_sim, "env steps/s (1 and N envs) vs raw mj_step"),
+}
+
+
+def compose(config_name: str, overrides: Sequence[str]) -> DictConfig:
+    """Compose ``robotrl/conf/<config_name>.yaml`` with ``key=value`` overrides."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_module
+
+    with initialize_config_module(config_module="robotrl.conf", version_base=None):
+        return hydra_compose(config_name=config_name, overrides=list(overrides))
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="robotrl",
+        description="Robot learning: BC pretraining, residual RL, flow policy gradients, "
+        "impedance control and safety. Subcommands take Hydra key=value overrides.",
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    for name, (_, _, help_) in COMMANDS.items():
+        c = sub.add_parser(name, help=help_)
+        c.add_argument("overrides", nargs="*", help="key=value config overrides")
+    bench = sub.add_parser("bench", help="benchmarks that print JSON")
+    bench.add_argument("benchmark", choices=sorted(BENCHMARKS))
+    bench.add_argument("overrides", nargs="*", help="key=value config overrides")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    args = _parser().parse_args(argv)
+    if args.command == "bench":
+        config_name, runner, _ = BENCHMARKS[args.benchmark]
+    else:
+        config_name, runner, _ = COMMANDS[args.command]
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        cfg = compose(config_name, args.overrides)
+    except (HydraException, OmegaConfBaseException) as exc:
+        print(f"robotrl {args.command}: bad configuration: {exc}", file=sys.stderr)
+        return 2
+    from robotrl.run import emit_summary
+
+    try:
+        summary = runner(cfg)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"robotrl {args.command}: {exc}", file=sys.stderr)
+        return 2
+    emit_summary(summary)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

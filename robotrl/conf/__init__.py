@@ -1,0 +1,1 @@
+"""Hydra configs (composed only by the CLI). Groups: task, controller."""

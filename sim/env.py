@@ -1,0 +1,363 @@
+"""Gymnasium env of the simulated Panda: delta end-effector actions through the safety filter
+and an impedance controller running at the physics rate.
+
+Shapes: the action is (7,) in [-1, 1]: xyz delta (scaled by ``max_dpos`` [m] per step, base
+frame), rotation-vector delta (scaled by ``max_drot`` [rad], base frame), gripper (-1 open,
++1 closed). Observations are a dict of float32 ``state/*`` arrays and, when cameras are
+requested, uint8 ``images/<camera>`` arrays (H, W, 3).
+
+Per control step (``control_hz``, default 20 Hz) the env integrates the action into a target
+pose, passes it through :class:`controllers.safety_filter.SafetyFilter` (workspace box, step
+limit, NaN -> hold), then runs ``physics_hz / control_hz`` physics ticks. With
+``controller="impedance"`` (or ``"osc"``) each tick reads the arm state, computes torques with
+the numpy controller the hardware path uses and passes them through the filter's torque stage;
+``controller="native"`` runs the same law inside MuJoCo (``sim/native_impedance.py``), which
+is several times faster and agrees with the numpy law within the bound its test states.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import mujoco
+import numpy as np
+
+from controllers import panda
+from controllers.arm_state import ArmState
+from controllers.impedance import CartesianImpedance
+from controllers.rotations import mat_to_quat, rotvec_to_mat
+from controllers.safety_filter import SafetyFilter
+from sim.arm import PHYSICS_DT, scene_xml
+from sim.task import Task
+
+CONTROLLERS = ("impedance", "osc", "native")
+DEFAULT_WORKSPACE_LOW = np.array([0.2, -0.45, 0.015])  # TCP box, base frame [m]
+DEFAULT_WORKSPACE_HIGH = np.array([0.8, 0.45, 0.7])
+# Task-level gains of the sim (the controller's own defaults are the conservative hardware ones).
+# 2000 N/m with a 2 cm error clip (a 40 N force bound) lets the TCP follow a full 2 cm / 50 ms
+# command (K/D = sqrt(K)/2 ~ 22 /s); the serl Franka controllers use the same stiffness.
+SIM_CONTROLLER_DEFAULTS: dict[str, Any] = {
+    "stiffness": np.array([2000.0, 2000.0, 2000.0, 150.0, 150.0, 150.0]),
+    "error_clip": np.array([0.02, 0.02, 0.02, 0.15, 0.15, 0.15]),
+    "effective_mass": np.array([1.0, 1.0, 1.0, 0.2, 0.2, 0.2]),
+}
+DOWN = np.diag([1.0, -1.0, -1.0])  # TCP orientation at home: z pointing at the table
+
+
+class PandaEnv(gym.Env):
+    """One Panda arm, one task.
+
+    Args:
+        task: the task (objects, success, reward).
+        control_hz: policy/action rate [Hz].
+        controller: ``"impedance"`` (numpy Cartesian impedance), ``"osc"`` (numpy operational
+            space) or ``"native"`` (the impedance law inside MuJoCo).
+        stiffness: (6,) Cartesian stiffness [N/m x3, Nm/rad x3]; None for the env default.
+        controller_kwargs: extra keyword arguments of the controller (error_clip, ...).
+        max_dpos: translation per action unit and step [m].
+        max_drot: rotation per action unit and step [rad].
+        reward_type: ``"sparse"`` (1 on success) or ``"dense"`` (task shaping in [0, 1]).
+        terminate_on_success: end the episode when the task succeeds.
+        cameras: camera names to render into the observation (``front``, ``wrist``).
+        image_size: (H, W) of rendered images.
+        randomize: override the task's domain randomisation knobs (field -> value).
+        workspace_low, workspace_high: (3,) TCP box for the safety filter [m, base frame].
+        max_episode_steps: truncation horizon; default from the task.
+        render_mode: ``"rgb_array"`` for :meth:`render`.
+    """
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 20}  # noqa: RUF012 - gym API
+
+    def __init__(
+        self,
+        task: Task,
+        *,
+        control_hz: float = 20.0,
+        controller: str = "native",
+        stiffness: np.ndarray | None = None,
+        controller_kwargs: dict[str, Any] | None = None,
+        max_dpos: float = 0.02,
+        max_drot: float = 0.1,
+        reward_type: str = "sparse",
+        terminate_on_success: bool = True,
+        cameras: tuple[str, ...] = (),
+        image_size: tuple[int, int] = (96, 96),
+        randomize: dict[str, float] | None = None,
+        workspace_low: np.ndarray | None = None,
+        workspace_high: np.ndarray | None = None,
+        max_episode_steps: int | None = None,
+        render_mode: str | None = None,
+    ) -> None:
+        if controller not in CONTROLLERS:
+            raise ValueError(f"controller must be one of {CONTROLLERS}, got {controller!r}")
+        if reward_type not in ("sparse", "dense"):
+            raise ValueError(f"reward_type must be 'sparse' or 'dense', got {reward_type!r}")
+        n_sub = round(1.0 / (control_hz * PHYSICS_DT))
+        if n_sub < 1 or abs(n_sub * PHYSICS_DT * control_hz - 1.0) > 1e-6:
+            raise ValueError(
+                f"control_hz must divide the physics rate {1 / PHYSICS_DT:.0f} Hz, got {control_hz}"
+            )
+        self.task = task
+        for key, value in (randomize or {}).items():
+            if not hasattr(task.randomization, key):
+                raise ValueError(f"unknown randomisation knob {key!r}")
+            setattr(task.randomization, key, float(value))
+        self.control_hz = float(control_hz)
+        self.n_substeps = n_sub
+        self.controller_name = controller
+        self.max_dpos, self.max_drot = float(max_dpos), float(max_drot)
+        self.reward_type = reward_type
+        self.terminate_on_success = terminate_on_success
+        self.cameras = tuple(cameras)
+        self.image_size = tuple(image_size)
+        self.max_episode_steps = int(max_episode_steps or task.max_episode_steps)
+        self.render_mode = render_mode
+        self.metadata = {**self.metadata, "render_fps": int(control_hz)}
+
+        self.model = mujoco.MjModel.from_xml_string(
+            scene_xml(task.objects_xml(), name=task.name, native_impedance=controller == "native")
+        )
+        self.data = mujoco.MjData(self.model)
+        task.bind(self.model)
+        for cam in self.cameras:
+            if mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_CAMERA, cam) < 0:
+                raise ValueError(f"unknown camera {cam!r}")
+        m = self.model
+        self._arm_qadr = np.array([m.jnt_qposadr[m.joint(f"joint{i + 1}").id] for i in range(7)])
+        self._arm_vadr = np.array([m.jnt_dofadr[m.joint(f"joint{i + 1}").id] for i in range(7)])
+        self._finger_qadr = np.array(
+            [m.jnt_qposadr[m.joint(n).id] for n in ("finger_left", "finger_right")]
+        )
+        self._tcp = m.site("tcp").id
+        self._ft = m.site("ft").id
+        self._hand = m.body("hand").id
+        self._gripper_act = m.actuator("gripper").id
+        self._torque_act = np.array([m.actuator(f"torque{i + 1}").id for i in range(7)])
+        self._ft_force_adr = m.sensor_adr[m.sensor("ft_force").id]
+        self._ft_torque_adr = m.sensor_adr[m.sensor("ft_torque").id]
+        self._nominal_friction = m.geom_friction.copy()
+        self._nominal_mass = m.body_mass.copy()
+        self._nominal_inertia = m.body_inertia.copy()
+
+        self.state = ArmState(7)
+        self._jacp = np.zeros((3, m.nv))
+        self._jacr = np.zeros((3, m.nv))
+        self._mass_full = np.zeros((m.nv, m.nv))
+        kw = {**SIM_CONTROLLER_DEFAULTS, **(controller_kwargs or {})}
+        if stiffness is not None:
+            kw["stiffness"] = np.asarray(stiffness, dtype=float)
+        if controller == "impedance":
+            self.controller: Any = CartesianImpedance(dt=PHYSICS_DT, **kw)
+        elif controller == "osc":
+            from controllers.operational_space import OperationalSpace
+
+            self.controller = OperationalSpace(dt=PHYSICS_DT, **kw)
+        else:
+            from sim.native_impedance import NativeCartesianImpedance
+
+            self.controller = NativeCartesianImpedance(m, self.data, **kw)
+        self._nominal_stiffness = np.array(self.controller.stiffness, dtype=float)
+        self.safety = SafetyFilter(
+            workspace_low=DEFAULT_WORKSPACE_LOW if workspace_low is None else workspace_low,
+            workspace_high=DEFAULT_WORKSPACE_HIGH if workspace_high is None else workspace_high,
+            max_pos_step=2.5 * self.max_dpos,
+            max_rot_step=2.5 * self.max_drot,
+        )
+        self._target_pos = np.zeros(3)
+        self._target_rot = np.eye(3)
+        self._renderer: mujoco.Renderer | None = None
+        self._rng = np.random.default_rng()
+        self._steps = 0
+
+        self.action_space = gym.spaces.Box(-1.0, 1.0, shape=(7,), dtype=np.float32)
+        spaces: dict[str, gym.Space] = {
+            f"state/{k}": gym.spaces.Box(-np.inf, np.inf, shape=(n,), dtype=np.float32)
+            for k, n in {**self.ARM_OBS_SIZES, **task.observation_sizes()}.items()
+        }
+        for cam in self.cameras:
+            spaces[f"images/{cam}"] = gym.spaces.Box(
+                0, 255, shape=(*self.image_size, 3), dtype=np.uint8
+            )
+        self.observation_space = gym.spaces.Dict(spaces)
+
+    ARM_OBS_SIZES = {  # noqa: RUF012
+        "joint_pos": 7,
+        "joint_vel": 7,
+        "ee_pos": 3,
+        "ee_quat": 4,
+        "ee_twist": 6,
+        "wrench": 6,
+        "gripper": 1,
+    }
+
+    # ------------------------------------------------------------------ state
+    def _read_state(self) -> ArmState:
+        """Fill :attr:`state` from MjData (positions/velocities must be current)."""
+        d, s = self.data, self.state
+        s.q[:] = d.qpos[self._arm_qadr]
+        s.dq[:] = d.qvel[self._arm_vadr]
+        s.ee_pos[:] = d.site_xpos[self._tcp]
+        s.ee_rot[:] = d.site_xmat[self._tcp].reshape(3, 3)
+        mujoco.mj_jacSite(self.model, d, self._jacp, self._jacr, self._tcp)
+        s.jac[:3] = self._jacp[:, self._arm_vadr]
+        s.jac[3:] = self._jacr[:, self._arm_vadr]
+        # The sim compensates arm gravity (gravcomp) as the real robot does: Coriolis only.
+        np.subtract(d.qfrc_bias[self._arm_vadr], d.qfrc_gravcomp[self._arm_vadr], out=s.coriolis)
+        if getattr(self.controller, "needs_mass", False):
+            mujoco.mj_fullM(self.model, self._mass_full, d.qM)
+            s.mass[:] = self._mass_full[np.ix_(self._arm_vadr, self._arm_vadr)]
+        return s
+
+    def external_wrench(self) -> np.ndarray:
+        """(6,) wrench the environment applies to the hand [N, Nm], base frame, at the flange.
+
+        The wrist sensor reads what the flange applies to the hand; the hand's own weight is
+        removed so a free hand reads ~0 (quasi-static, as a real F/T sensor after bias removal).
+        """
+        d, m = self.data, self.model
+        rot = d.site_xmat[self._ft].reshape(3, 3)
+        f = rot @ d.sensordata[self._ft_force_adr : self._ft_force_adr + 3]
+        t = rot @ d.sensordata[self._ft_torque_adr : self._ft_torque_adr + 3]
+        weight = np.array([0.0, 0.0, m.body_subtreemass[self._hand] * -m.opt.gravity[2]])
+        arm = d.subtree_com[self._hand] - d.site_xpos[self._ft]
+        return np.concatenate([weight - f, np.cross(arm, weight) - t])
+
+    def _observe(self) -> dict[str, np.ndarray]:
+        d, s = self.data, self.state
+        twist = s.jac @ s.dq
+        obs = {
+            "state/joint_pos": s.q,
+            "state/joint_vel": s.dq,
+            "state/ee_pos": s.ee_pos,
+            "state/ee_quat": mat_to_quat(s.ee_rot),
+            "state/ee_twist": twist,
+            "state/wrench": self.external_wrench(),
+            "state/gripper": np.array([d.qpos[self._finger_qadr].sum()]),
+        }
+        obs.update(self.task.observe(d))
+        out = {k: np.asarray(v, dtype=np.float32).copy() for k, v in obs.items()}
+        for cam in self.cameras:
+            out[f"images/{cam}"] = self.render_camera(cam)
+        return out
+
+    # ------------------------------------------------------------------ gym API
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        super().reset(seed=seed)
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+        rng, m, d = self._rng, self.model, self.data
+        mujoco.mj_resetData(m, d)
+        self._randomize_physics(rng)
+        q0 = panda.Q_HOME + rng.normal(0.0, self.task.randomization.joint_noise, 7)
+        d.qpos[self._arm_qadr] = np.clip(q0, panda.Q_MIN, panda.Q_MAX)
+        d.qpos[self._finger_qadr] = panda.FINGER_TRAVEL
+        d.ctrl[self._gripper_act] = panda.FINGER_TRAVEL
+        self.task.reset(m, d, rng)
+        mujoco.mj_forward(m, d)
+        s = self._read_state()
+        self._target_pos[:] = s.ee_pos
+        self._target_rot[:] = s.ee_rot
+        self.controller.reset(s)
+        self.safety.reset(s.ee_pos, s.ee_rot)
+        self.task.after_reset(self)
+        mujoco.mj_forward(m, d)
+        self._read_state()
+        self._steps = 0
+        return self._observe(), {"success": False, "intervention": False}
+
+    def _randomize_physics(self, rng: np.random.Generator) -> None:
+        r, m = self.task.randomization, self.model
+        m.geom_friction[:] = self._nominal_friction
+        m.body_mass[:] = self._nominal_mass
+        m.body_inertia[:] = self._nominal_inertia
+        for name in self.task.object_bodies:
+            b = m.body(name).id
+            if r.mass > 0:
+                scale = rng.uniform(1 - r.mass, 1 + r.mass)
+                m.body_mass[b] *= scale
+                m.body_inertia[b] *= scale
+            if r.friction > 0:
+                geoms = np.flatnonzero(m.geom_bodyid == b)
+                m.geom_friction[geoms, 0] *= rng.uniform(1 - r.friction, 1 + r.friction)
+        if r.gains > 0:
+            k = self._nominal_stiffness * rng.uniform(1 - r.gains, 1 + r.gains)
+            self.controller.set_stiffness(k)
+
+    def step(
+        self, action: np.ndarray
+    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        a = np.asarray(action, dtype=float).reshape(-1)
+        if a.shape != (7,):
+            raise ValueError(f"action must have shape (7,), got {np.shape(action)}")
+        s = self.state
+        finite = bool(np.isfinite(a).all())
+        if finite:
+            # Deltas are relative to the current TCP pose (as in SERL/HIL-SERL): a zero action
+            # holds the arm where it is and a policy cannot wind the target up while blocked.
+            a = np.clip(a, -1.0, 1.0)
+            pos = s.ee_pos + a[:3] * self.max_dpos
+            rot = rotvec_to_mat(a[3:6] * self.max_drot) @ s.ee_rot
+        else:
+            pos, rot = a[:3], self._target_rot  # NaN/inf: the filter rejects it and holds
+        pos, rot = self.safety.filter_target(pos, rot, s.ee_pos, s.ee_rot)
+        self._target_pos[:], self._target_rot[:] = pos, rot
+        self.controller.set_target(pos, rot)
+        grip = a[6] if finite else 0.0
+        self.data.ctrl[self._gripper_act] = 0.5 * (1.0 - grip) * panda.FINGER_TRAVEL
+        flags = dict(self.safety.last_flags)
+
+        if self.controller_name == "native":
+            mujoco.mj_step(self.model, self.data, nstep=self.n_substeps)
+            mujoco.mj_forward(self.model, self.data)
+        else:
+            self._step_numpy_controller(flags)
+        s = self._read_state()
+        self._steps += 1
+        success = self.task.success(self.data)
+        if self.reward_type == "sparse":
+            reward = float(success)
+        else:
+            reward = self.task.dense_reward(self.data, s.ee_pos)
+        terminated = bool(success and self.terminate_on_success)
+        truncated = self._steps >= self.max_episode_steps
+        info = {"success": success, "intervention": False, "safety": flags}
+        return self._observe(), reward, terminated, truncated, info
+
+    def _step_numpy_controller(self, flags: dict[str, bool]) -> None:
+        m, d, ctrl, act = self.model, self.data, self.data.ctrl, self._torque_act
+        filt, s = self.safety, self.state
+        for _ in range(self.n_substeps):
+            mujoco.mj_step1(m, d)
+            self._read_state()
+            tau = filt.filter_torque(self.controller.compute(s), s.q, s.dq)
+            ctrl[act] = tau
+            mujoco.mj_step2(m, d)
+            for key, value in filt.last_flags.items():
+                flags[key] = flags.get(key, False) or value
+        mujoco.mj_forward(m, d)
+
+    # ------------------------------------------------------------------ rendering
+    def render_camera(self, camera: str) -> np.ndarray:
+        """(H, W, 3) uint8 image from ``camera`` at :attr:`image_size`."""
+        if self._renderer is None:
+            self._renderer = mujoco.Renderer(self.model, *self.image_size)
+        self._renderer.update_scene(self.data, camera=camera)
+        return self._renderer.render().copy()
+
+    def render(self) -> np.ndarray | None:
+        if self.render_mode != "rgb_array":
+            return None
+        return self.render_camera(self.cameras[0] if self.cameras else "front")
+
+    def close(self) -> None:
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None
+
+    # ------------------------------------------------------------------ helpers for experts
+    @property
+    def tcp_pos(self) -> np.ndarray:
+        return self.state.ee_pos.copy()

@@ -1,0 +1,63 @@
+"""Plain dict registries of tasks and their scripted experts, and the env constructors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+
+from sim.env import PandaEnv
+from sim.expert import ScriptedExpert
+from sim.task import Task
+from sim.tasks.lift import LiftExpert, LiftTask
+from sim.tasks.peg_insert import PegInsertExpert, PegInsertTask
+from sim.tasks.reach import ReachExpert, ReachTask
+
+TASKS: dict[str, type[Task]] = {
+    "reach": ReachTask,
+    "lift": LiftTask,
+    "peg_insert": PegInsertTask,
+}
+EXPERTS: dict[str, type[ScriptedExpert]] = {
+    "reach": ReachExpert,
+    "lift": LiftExpert,
+    "peg_insert": PegInsertExpert,
+}
+
+
+def _task(name: str) -> Task:
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; available: {sorted(TASKS)}")
+    return TASKS[name]()
+
+
+def make(task: str, **kwargs: Any) -> PandaEnv:
+    """Build one env of ``task`` (see :class:`sim.env.PandaEnv` for keyword arguments)."""
+    return PandaEnv(_task(task), **kwargs)
+
+
+def make_vec(
+    task: str, num_envs: int, *, asynchronous: bool = True, **kwargs: Any
+) -> gym.vector.VectorEnv:
+    """``num_envs`` copies of ``task``; ``asynchronous`` runs each in its own process.
+
+    Seeds: ``reset(seed=s)`` seeds env i with ``s + i`` (Gymnasium's convention).
+    """
+    if num_envs < 1:
+        raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+    _task(task)  # fail here, not in a worker process
+    fns: list[Callable[[], gym.Env]] = [lambda: make(task, **kwargs) for _ in range(num_envs)]
+    if asynchronous and num_envs > 1:
+        return gym.vector.AsyncVectorEnv(fns, context="spawn", shared_memory=True)
+    return gym.vector.SyncVectorEnv(fns)
+
+
+def make_expert(task: str, env: PandaEnv | None = None, **kwargs: Any) -> ScriptedExpert:
+    """The scripted expert of ``task``; action scales are taken from ``env`` when given."""
+    if task not in EXPERTS:
+        raise ValueError(f"no expert for task {task!r}; available: {sorted(EXPERTS)}")
+    if env is not None:
+        kwargs.setdefault("max_dpos", env.max_dpos)
+        kwargs.setdefault("max_drot", env.max_drot)
+    return EXPERTS[task](**kwargs)

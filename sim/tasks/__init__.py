@@ -1,0 +1,1 @@
+"""Manipulation tasks for the simulated Panda, one module each."""

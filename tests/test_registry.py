@@ -1,0 +1,38 @@
+import numpy as np
+import pytest
+
+import sim
+from sim.registry import EXPERTS, TASKS
+
+
+def test_every_task_has_an_expert_and_builds():
+    assert set(TASKS) == set(EXPERTS) >= {"reach", "lift", "peg_insert"}
+    for name in TASKS:
+        env = sim.make(name)
+        obs, _ = env.reset(seed=0)
+        assert env.observation_space.contains(obs)
+        assert sim.make_expert(name, env).max_dpos == env.max_dpos
+
+
+def test_unknown_task_lists_the_available_ones():
+    with pytest.raises(ValueError, match="available"):
+        sim.make("stack")
+    with pytest.raises(ValueError, match="available"):
+        sim.make_vec("stack", 2)
+    with pytest.raises(ValueError, match="num_envs"):
+        sim.make_vec("lift", 0)
+
+
+def test_vector_env_in_processes_matches_single_envs():
+    venv = sim.make_vec("reach", 2, asynchronous=True)
+    try:
+        obs, _ = venv.reset(seed=10)
+        actions = np.tile(np.array([0.5, 0, 0, 0, 0, 0, -1], np.float32), (2, 1))
+        obs, *_ = venv.step(actions)
+    finally:
+        venv.close()
+    for i in range(2):
+        env = sim.make("reach")
+        o, _ = env.reset(seed=10 + i)
+        o, *_ = env.step(actions[i])
+        np.testing.assert_allclose(obs["state/ee_pos"][i], o["state/ee_pos"], atol=1e-6)
