@@ -20,7 +20,7 @@ def test_success_is_cube_height_and_terminates():
     obs, _ = env.reset(seed=0)
     expert.reset()
     for _ in range(env.max_episode_steps):
-        obs, reward, terminated, truncated, info = env.step(expert(obs))
+        obs, reward, terminated, _, info = env.step(expert(obs))
         if terminated:
             break
     assert terminated and info["success"] and reward == 1.0
