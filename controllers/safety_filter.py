@@ -31,6 +31,7 @@ JOINT_LIMIT_MARGIN = 0.1  # [rad]: width of the zone inside each joint limit whe
 JOINT_LIMIT_STIFFNESS = 100.0  # [Nm/rad] push-back per rad of depth into the zone
 JOINT_LIMIT_DAMPING = 10.0  # [Nm s/rad] brake on motion toward the limit inside the zone
 VELOCITY_BRAKE = 20.0  # [Nm s/rad] per rad/s above dq_max
+ROTATION_TOLERANCE = 1e-3  # max |R R^T - I| of an accepted target rotation
 HOLD_DAMPING = 5.0  # [Nm s/rad] hold torque -HOLD_DAMPING * dq on non-finite input
 
 FLAGS = (
@@ -151,7 +152,13 @@ class SafetyFilter:
         if pos.shape != (3,) or rot.shape != (3, 3):
             raise ValueError(f"expected pos (3,) and rot (3, 3), got {pos.shape}, {rot.shape}")
         q = quat_from_mat_elements(*rot.ravel().tolist())
-        if not (math.isfinite(float(pos.dot(pos))) and math.isfinite(q[0])):
+        valid = bool(np.isfinite(pos).all() and np.isfinite(rot).all()) and math.isfinite(q[0])
+        # a finite matrix that is not a rotation is as meaningless as NaN: hold
+        if valid and not np.all(np.abs(rot) <= 1.0 + ROTATION_TOLERANCE):
+            valid = False
+        if valid and not np.allclose(rot @ rot.T, np.eye(3), atol=ROTATION_TOLERANCE):
+            valid = False
+        if not valid:
             flags["nan"] = True
             pos, rot = prev_pos, prev_rot
         else:
@@ -207,11 +214,16 @@ class SafetyFilter:
         self._clear_flags()
         flags = self.last_flags
         out = self._out if out is None else out
-        s = float(np.dot(tau, tau)) + float(np.dot(q, q)) + float(np.dot(dq, dq))
-        if not math.isfinite(s):
+        m = self._mask
+        finite = True
+        for a in (tau, q, dq):
+            np.isfinite(a, out=m)
+            finite = finite and bool(m.all())
+        if not finite:
             flags["nan"] = True
-            np.multiply(dq, -HOLD_DAMPING, out=out)
-            np.nan_to_num(out, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
+            np.clip(dq, -self.dq_max, self.dq_max, out=out)  # finite, so the product is too
+            np.multiply(out, -HOLD_DAMPING, out=out)
+            np.nan_to_num(out, copy=False, nan=0.0)
         else:
             np.copyto(out, tau)
             self._limit_velocity(out, dq)

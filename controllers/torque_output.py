@@ -10,11 +10,10 @@ The previous torque is always finite and within limits, so the output is too.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 HOLD_DAMPING = 5.0  # [Nm s/rad]: joint damping applied when the law's output is not finite
+_HOLD_DQ = 10.0  # [rad/s]: velocities beyond this are treated as this in the hold torque
 
 
 class TorqueOutput:
@@ -49,6 +48,7 @@ class TorqueOutput:
         self.hold_damping = float(hold_damping)
         self.previous = np.zeros(n)  # last torque sent [Nm]
         self._delta = np.zeros(n)
+        self._finite = np.zeros(n, dtype=bool)
         self.held = False  # True when the last call replaced a non-finite torque
 
     def reset(self, tau: np.ndarray | None = None) -> None:
@@ -63,10 +63,12 @@ class TorqueOutput:
 
     def apply(self, tau: np.ndarray, dq: np.ndarray) -> np.ndarray:
         """Make ``tau`` (n,) [Nm] safe in place (see module docstring) and return it."""
-        self.held = not math.isfinite(float(np.dot(tau, tau)))
+        np.isfinite(tau, out=self._finite)
+        self.held = not self._finite.all()
         if self.held:
-            np.multiply(dq, -self.hold_damping, out=tau)
-            np.nan_to_num(tau, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
+            np.clip(dq, -_HOLD_DQ, _HOLD_DQ, out=tau)  # bounded, so the product stays finite
+            np.multiply(tau, -self.hold_damping, out=tau)
+            np.nan_to_num(tau, copy=False, nan=0.0)
         np.minimum(tau, self.tau_max, out=tau)
         np.maximum(tau, self._neg_tau_max, out=tau)
         d = self._delta
