@@ -68,8 +68,8 @@ def test_task_law_agrees_with_numpy(axis: int) -> None:
 
 @pytest.mark.parametrize("axis", [0, 1, 2])
 def test_defaults_converge_and_stay_close_to_numpy(axis: int) -> None:
-    """With the posture task on, the native posture damping is not projected: the native step
-    is better damped (no overshoot) and paths differ by up to ~1.9 mm; both converge."""
+    """With the posture task on (native posture damping unprojected, so lighter: 1.0 instead of
+    6.3 Nm s/rad), paths of a 5 mm step stay within 0.8 mm (measured 0.52); both converge."""
     step = np.zeros(3)
     step[axis] = 0.005
     xs_np, target = _numpy_run(step, 500)
@@ -77,7 +77,7 @@ def test_defaults_converge_and_stay_close_to_numpy(axis: int) -> None:
     xs_native = sim.run(target, 500)
     assert np.linalg.norm(xs_native[-1] - target) < 0.5e-3
     assert np.linalg.norm(xs_np[-1] - target) < 0.5e-3
-    assert np.max(np.abs(xs_np - xs_native)) < 2.5e-3
+    assert np.max(np.abs(xs_np - xs_native)) < 0.8e-3
 
 
 def test_wall_force_bounded_by_k_times_clip() -> None:
