@@ -2,6 +2,25 @@
 
 from robotrl.datasets.episode_store import EpisodeStore, EpisodeStoreError
 from robotrl.datasets.episode_writer import EpisodeWriter
+from robotrl.datasets.replay_buffer import MixedReplay, ReplayBuffer
+from robotrl.datasets.sampler import (
+    SequenceDataset,
+    compute_stats,
+    make_dataloader,
+    split_episodes,
+)
 from robotrl.datasets.store_check import repair, verify
 
-__all__ = ["EpisodeStore", "EpisodeStoreError", "EpisodeWriter", "repair", "verify"]
+__all__ = [
+    "EpisodeStore",
+    "EpisodeStoreError",
+    "EpisodeWriter",
+    "MixedReplay",
+    "ReplayBuffer",
+    "SequenceDataset",
+    "compute_stats",
+    "make_dataloader",
+    "repair",
+    "split_episodes",
+    "verify",
+]
