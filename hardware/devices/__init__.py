@@ -1,0 +1,1 @@
+"""Teleop devices: keyboard, SpaceMouse, gamepad and scripted operators behind one interface."""
