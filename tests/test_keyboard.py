@@ -9,8 +9,8 @@ import termios
 import numpy as np
 import pytest
 
-from hardware.devices.device import DeviceDisconnected
-from hardware.devices.keyboard import KEYMAP, SPEEDS, KeyboardDevice, help_text, parse_keys
+from hardware.devices.device import SPEEDS, DeviceDisconnected
+from hardware.devices.keyboard import KEYMAP, KeyboardDevice, help_text, parse_keys
 
 
 class FakeClock:

@@ -32,6 +32,7 @@ EVENTS: frozenset[str] = frozenset(
     {"success", "failure", "rerecord", "quit", "toggle_intervention"}
 )
 AXIS_NAMES: tuple[str, ...] = ("x", "y", "z", "rx", "ry", "rz")  # action indices 0..5
+SPEEDS: tuple[float, ...] = (0.1, 0.25, 0.5, 0.75, 1.0)  # speed levels of faster/slower inputs
 
 
 class DeviceDisconnected(RuntimeError):
@@ -85,6 +86,13 @@ def check_gripper(value: float) -> float:
     if value not in (GRIPPER_OPEN, GRIPPER_CLOSED):
         raise ValueError(f"gripper state must be -1 (open) or +1 (closed), got {value}")
     return float(value)
+
+
+def next_speed(speed: float, step: int) -> float:
+    """The level of :data:`SPEEDS` next above (step > 0) or below (step < 0) ``speed``."""
+    if step > 0:
+        return next((s for s in SPEEDS if s > speed + 1e-9), SPEEDS[-1])
+    return next((s for s in reversed(SPEEDS) if s < speed - 1e-9), SPEEDS[0])
 
 
 class TeleopDevice(ABC):

@@ -13,7 +13,7 @@ key                   command
 ``j`` / ``l``         +rz / -rz (rotate about z, j = counter-clockwise from above)
 arrow keys            ±x / ±y, like w/s and a/d
 space                 toggle the gripper (open <-> closed)
-``+`` (``=``) / ``-``  faster / slower (speed levels :data:`SPEEDS`)
+``+`` (``=``) / ``-``  faster / slower (speed levels ``SPEEDS``)
 Enter                 ``success`` event
 Backspace             ``failure`` event
 ``x``                 ``rerecord`` event
@@ -53,10 +53,10 @@ from hardware.devices.device import (
     DeviceDisconnected,
     TeleopCommand,
     TeleopDevice,
+    next_speed,
 )
 
 DEFAULT_HOLD_TIME = 0.15  # [s] a press drives its axis this long; auto-repeat (~30 Hz) refreshes it
-SPEEDS: tuple[float, ...] = (0.1, 0.25, 0.5, 0.75, 1.0)  # action magnitude of a held key
 DEFAULT_SPEED = 0.5
 READ_CHUNK = 1024  # bytes per os.read; a tick drains everything pending (and sees EOF)
 ESC = "\x1b"
@@ -77,8 +77,9 @@ KEYMAP: dict[str, str] = {
     "t": "toggle_intervention",
 }  # fmt: skip
 
-MOTION_COMMANDS = {f"{s}{a}": (i, 1.0 if s == "+" else -1.0)
-                   for i, a in enumerate(AXIS_NAMES) for s in "+-"}  # fmt: skip
+MOTION_COMMANDS = {
+    f"{s}{a}": (i, 1.0 if s == "+" else -1.0) for i, a in enumerate(AXIS_NAMES) for s in "+-"
+}
 COMMANDS = frozenset(MOTION_COMMANDS) | EVENTS | {"gripper", "faster", "slower"}
 
 
@@ -108,8 +109,14 @@ def parse_keys(text: str) -> tuple[list[str], str]:
 
 def help_text(keymap: dict[str, str] | None = None) -> str:
     """One line per command listing its keys, for the session to print."""
-    names = {" ": "space", "\r": "enter", "\n": "enter", "\x7f": "backspace", "\x08": "backspace",
-             ESC: "esc"}  # fmt: skip
+    names = {
+        " ": "space",
+        "\r": "enter",
+        "\n": "enter",
+        "\x7f": "backspace",
+        "\x08": "backspace",
+        ESC: "esc",
+    }
     by_command: dict[str, list[str]] = {}
     for key, command in (keymap or KEYMAP).items():
         label = names.get(key, key)
@@ -221,7 +228,7 @@ class KeyboardDevice(TeleopDevice):
             elif command == "gripper":
                 self.toggle_gripper()
             elif command in ("faster", "slower"):
-                self.speed = _next_speed(self.speed, +1 if command == "faster" else -1)
+                self.speed = next_speed(self.speed, +1 if command == "faster" else -1)
             else:
                 events.add(command)
         action = np.zeros(7, dtype=np.float32)
@@ -230,10 +237,3 @@ class KeyboardDevice(TeleopDevice):
         action[GRIPPER_INDEX] = self.gripper
         intervene = bool(active.any()) or self.gripper != gripper_before
         return TeleopCommand(action, intervene=intervene, events=frozenset(events))
-
-
-def _next_speed(speed: float, step: int) -> float:
-    """The next level of :data:`SPEEDS` above (step +1) or below (-1) ``speed``."""
-    if step > 0:
-        return next((s for s in SPEEDS if s > speed + 1e-9), SPEEDS[-1])
-    return next((s for s in reversed(SPEEDS) if s < speed - 1e-9), SPEEDS[0])

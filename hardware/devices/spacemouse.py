@@ -141,14 +141,17 @@ class SpaceMouseDevice(TeleopDevice):
         signs_arr = np.asarray(signs, dtype=float)
         if signs_arr.shape != (MOTION_DIM,) or not np.all(np.abs(signs_arr) == 1.0):
             raise ValueError(f"signs must be six values of +-1, got {signs}")
-        for label, speed in (("translation_speed", translation_speed),
-                             ("rotation_speed", rotation_speed)):  # fmt: skip
+        for label, speed in (
+            ("translation_speed", translation_speed),
+            ("rotation_speed", rotation_speed),
+        ):
             if not 0 < speed <= 1:
                 raise ValueError(f"{label} must be in (0, 1], got {speed}")
         button_events = dict(button_events or {})
         if not set(button_events.values()) <= EVENTS:
-            raise ValueError(f"button_events values must be in {sorted(EVENTS)}, got "
-                             f"{button_events}")  # fmt: skip
+            raise ValueError(
+                f"button_events values must be in {sorted(EVENTS)}, got {button_events}"
+            )
         used = [b for b in (gripper_button, intervention_button, *button_events) if b is not None]
         if len(used) != len(set(used)) or any(b < 0 for b in used):
             raise ValueError(f"buttons must be distinct non-negative indices, got {used}")
