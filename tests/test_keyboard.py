@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pty
+import select
+import subprocess
+import sys
 import termios
 
 import numpy as np
@@ -225,3 +229,60 @@ def test_help_text_lists_every_command() -> None:
     for command in set(KEYMAP.values()):
         assert command in text
     assert "space" in text and "enter" in text
+
+
+CHILD = """
+import sys, termios, time
+from hardware.devices.keyboard import KeyboardDevice
+before = termios.tcgetattr(0)
+try:
+    with KeyboardDevice() as dev:  # stdin, the pty's slave side
+        print("ready", flush=True)
+        while True:
+            cmd = dev.read()
+            if cmd.intervene:
+                print("x=%.2f" % cmd.action[0], flush=True)
+            time.sleep(0.01)
+except KeyboardInterrupt:
+    print("restored" if termios.tcgetattr(0) == before else "NOT restored", flush=True)
+"""
+
+
+def test_ctrl_c_in_a_real_terminal_session_restores_it() -> None:
+    """A child process on a pty reads stdin; Ctrl-C (SIGINT via ISIG) still restores the tty."""
+    master, slave = pty.openpty()
+
+    def controlling_tty() -> None:  # so the pty's Ctrl-C reaches the child as SIGINT
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD],
+        stdin=slave,
+        stdout=slave,
+        stderr=subprocess.PIPE,
+        preexec_fn=controlling_tty,
+    )
+    os.close(slave)
+    out = b""
+
+    def wait_for(token: bytes) -> None:
+        nonlocal out
+        for _ in range(200):
+            if token in out:
+                return
+            if select.select([master], [], [], 0.05)[0]:
+                out += os.read(master, 1024)
+        raise AssertionError(f"no {token!r} in {out!r}")
+
+    try:
+        wait_for(b"ready")
+        os.write(master, b"w")
+        wait_for(b"x=0.50")
+        os.write(master, b"\x03")
+        wait_for(b"restored")
+        assert b"NOT restored" not in out
+        assert proc.wait(timeout=10) == 0
+    finally:
+        proc.kill()
+        os.close(master)

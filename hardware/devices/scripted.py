@@ -58,7 +58,7 @@ class ScriptedDevice(TeleopDevice):
                 self.gripper = float(cmd.action[GRIPPER_INDEX])
                 return cmd
             self.done = True
-        events = frozenset()
+        events: frozenset[str] = frozenset()
         if self.quit_when_done and not self._quit_sent:
             self._quit_sent = True
             events = frozenset({"quit"})

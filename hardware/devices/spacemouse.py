@@ -248,7 +248,7 @@ def find_spacemouse(enumerate_fn: Callable[[], list[dict[str, Any]]]) -> list[di
 def open_hid(path: bytes | None = None) -> Any:
     """Open a SpaceMouse with cython-hidapi (``import hid``), non-blocking."""
     try:
-        import hid
+        import hid  # type: ignore[import-not-found]  # cython-hidapi ships no stubs
     except ImportError as exc:
         raise ImportError(
             'SpaceMouseDevice needs hidapi: pip install -e ".[teleop]" (PyPI package "hidapi")'
