@@ -2,24 +2,24 @@
 
 Key map (:data:`KEYMAP`; robot base frame, operator behind the robot looking along +x):
 
-====================  ====================================
-key                   command
-====================  ====================================
-``w`` / ``s``         +x / -x (away from / toward you)
-``a`` / ``d``         +y / -y (left / right)
-``r`` / ``f``         +z / -z (up / down)
-``u`` / ``o``         +rx / -rx (rotate about x)
-``i`` / ``k``         +ry / -ry (rotate about y)
-``j`` / ``l``         +rz / -rz (rotate about z, j = counter-clockwise from above)
-arrow keys            ±x / ±y, like w/s and a/d
-space                 toggle the gripper (open <-> closed)
-``+`` (``=``) / ``-``  faster / slower (speed levels ``SPEEDS``)
-Enter                 ``success`` event
-Backspace             ``failure`` event
-``x``                 ``rerecord`` event
-``q`` / Esc           ``quit`` event
-``t``                 ``toggle_intervention`` event
-====================  ====================================
+======================  ====================================
+key                     command
+======================  ====================================
+``w`` / ``s``           +x / -x (away from / toward you)
+``a`` / ``d``           +y / -y (left / right)
+``r`` / ``f``           +z / -z (up / down)
+``u`` / ``o``           +rx / -rx (rotate about x)
+``i`` / ``k``           +ry / -ry (rotate about y)
+``j`` / ``l``           +rz / -rz (rotate about z, j = counter-clockwise from above)
+arrow keys              ±x / ±y, like w/s and a/d
+space                   toggle the gripper (open <-> closed)
+``+`` (``=``) / ``-``   faster / slower (speed levels ``SPEEDS``)
+Enter                   ``success`` event
+Backspace               ``failure`` event
+``x``                   ``rerecord`` event
+``q`` / Esc             ``quit`` event
+``t``                   ``toggle_intervention`` event
+======================  ====================================
 
 Terminals send no key-up events, so a key press drives its axis for ``hold_time`` seconds
 (0.15 s by default) and the key's auto-repeat keeps it alive while held. Between the first press
