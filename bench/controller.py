@@ -18,7 +18,8 @@ from controllers.joint_impedance import JointImpedance
 from controllers.operational_space import OperationalSpace
 from controllers.safety_filter import SafetyFilter
 from sim.arm import scene_xml
-from sim.native_impedance import MjArmReader, NativeCartesianImpedance
+from sim.arm_reader import MjArmReader
+from sim.native_impedance import NativeCartesianImpedance
 
 SUBSTEPS = 25  # 500 Hz physics, 20 Hz control
 

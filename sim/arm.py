@@ -20,6 +20,7 @@ import numpy as np
 from controllers import panda
 
 PHYSICS_DT = 0.002  # [s]: 500 Hz physics
+NOSLIP_ITERATIONS = 2  # removes the creep of soft friction: a grasped peg stays put
 ARM_CONTYPE, WORLD_CONTYPE = 2, 1  # arm links collide with the world and objects, not each other
 _LINK_RADIUS = (0.065, 0.06, 0.06, 0.06, 0.055, 0.05, 0.045)
 
@@ -101,11 +102,12 @@ def arm_defaults() -> str:
         group="0"/>
 </default>
 <default class="finger">
-  <joint damping="2" armature="0.01" limited="true"/>
+  <joint damping="2" armature="0.1" limited="true"/>
 </default>
 <default class="pad">
   <geom contype="{ARM_CONTYPE}" conaffinity="{WORLD_CONTYPE}" mass="0.015" condim="4"
-        friction="1.5 0.01 0.002" solref="0.004 1" rgba="0.2 0.2 0.2 1" priority="1"/>
+        friction="1.5 0.01 0.002" solref="0.004 1" solimp="0.95 0.99 0.001" rgba="0.2 0.2 0.2 1"
+        priority="1"/>
 </default>"""
 
 
@@ -119,7 +121,7 @@ def arm_actuators() -> str:
         f'ctrlrange="{-panda.TAU_MAX[i]} {panda.TAU_MAX[i]}"/>'
         for i in range(panda.NUM_JOINTS)
     )
-    kp = 2000.0  # [N/m]: a 4 cm object squeezed by a closed command meets the force limit
+    kp = 10000.0  # [N/m]: any object over 7 mm wide is squeezed with the full grasp force
     return f"""
 <equality>
   <joint joint1="finger_right" joint2="finger_left" polycoef="0 1 0 0 0" solref="0.005 1"/>
@@ -161,13 +163,14 @@ def scene_xml(
     return f"""
 <mujoco model="{name}">
   <compiler angle="radian" autolimits="true"/>
-  <option timestep="{PHYSICS_DT}" integrator="implicitfast" cone="elliptic" impratio="5"/>
+  <option timestep="{PHYSICS_DT}" integrator="implicitfast" cone="elliptic" impratio="5"
+          noslip_iterations="{NOSLIP_ITERATIONS}"/>
   <visual><global offwidth="640" offheight="480"/><quality shadowsize="1024"/></visual>
   <default>
     {arm_defaults()}
     <default class="object">
       <geom contype="{WORLD_CONTYPE}" conaffinity="{WORLD_CONTYPE | ARM_CONTYPE}" condim="4"
-            friction="1 0.01 0.002"/>
+            friction="1 0.01 0.002" solref="0.004 1" solimp="0.95 0.99 0.001"/>
     </default>
   </default>
   <asset>

@@ -29,6 +29,7 @@ from controllers.impedance import CartesianImpedance
 from controllers.rotations import mat_to_quat, rotvec_to_mat
 from controllers.safety_filter import SafetyFilter
 from sim.arm import PHYSICS_DT, scene_xml
+from sim.arm_reader import MjArmReader
 from sim.task import Task
 
 CONTROLLERS = ("impedance", "osc", "native")
@@ -125,11 +126,9 @@ class PandaEnv(gym.Env):
                 raise ValueError(f"unknown camera {cam!r}")
         m = self.model
         self._arm_qadr = np.array([m.jnt_qposadr[m.joint(f"joint{i + 1}").id] for i in range(7)])
-        self._arm_vadr = np.array([m.jnt_dofadr[m.joint(f"joint{i + 1}").id] for i in range(7)])
         self._finger_qadr = np.array(
             [m.jnt_qposadr[m.joint(n).id] for n in ("finger_left", "finger_right")]
         )
-        self._tcp = m.site("tcp").id
         self._ft = m.site("ft").id
         self._hand = m.body("hand").id
         self._gripper_act = m.actuator("gripper").id
@@ -141,9 +140,6 @@ class PandaEnv(gym.Env):
         self._nominal_inertia = m.body_inertia.copy()
 
         self.state = ArmState(7)
-        self._jacp = np.zeros((3, m.nv))
-        self._jacr = np.zeros((3, m.nv))
-        self._mass_full = np.zeros((m.nv, m.nv))
         kw = {**SIM_CONTROLLER_DEFAULTS, **(controller_kwargs or {})}
         if stiffness is not None:
             kw["stiffness"] = np.asarray(stiffness, dtype=float)
@@ -157,6 +153,7 @@ class PandaEnv(gym.Env):
             from sim.native_impedance import NativeCartesianImpedance
 
             self.controller = NativeCartesianImpedance(m, self.data, **kw)
+        self._reader = MjArmReader(m, with_mass=getattr(self.controller, "needs_mass", False))
         self._nominal_stiffness = np.array(self.controller.stiffness, dtype=float)
         self.safety = SafetyFilter(
             workspace_low=DEFAULT_WORKSPACE_LOW if workspace_low is None else workspace_low,
@@ -194,20 +191,7 @@ class PandaEnv(gym.Env):
     # ------------------------------------------------------------------ state
     def _read_state(self) -> ArmState:
         """Fill :attr:`state` from MjData (positions/velocities must be current)."""
-        d, s = self.data, self.state
-        s.q[:] = d.qpos[self._arm_qadr]
-        s.dq[:] = d.qvel[self._arm_vadr]
-        s.ee_pos[:] = d.site_xpos[self._tcp]
-        s.ee_rot[:] = d.site_xmat[self._tcp].reshape(3, 3)
-        mujoco.mj_jacSite(self.model, d, self._jacp, self._jacr, self._tcp)
-        s.jac[:3] = self._jacp[:, self._arm_vadr]
-        s.jac[3:] = self._jacr[:, self._arm_vadr]
-        # The sim compensates arm gravity (gravcomp) as the real robot does: Coriolis only.
-        np.subtract(d.qfrc_bias[self._arm_vadr], d.qfrc_gravcomp[self._arm_vadr], out=s.coriolis)
-        if getattr(self.controller, "needs_mass", False):
-            mujoco.mj_fullM(self.model, self._mass_full, d.qM)
-            s.mass[:] = self._mass_full[np.ix_(self._arm_vadr, self._arm_vadr)]
-        return s
+        return self._reader.read(self.data, self.state)
 
     def external_wrench(self) -> np.ndarray:
         """(6,) wrench the environment applies to the hand [N, Nm], base frame, at the flange.

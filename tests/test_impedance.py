@@ -14,7 +14,7 @@ from controllers.kinematics import panda_chain
 from controllers.linalg import solve_into
 from controllers.rotations import orientation_error, rotvec_to_mat
 from sim.arm import scene_xml
-from sim.native_impedance import MjArmReader
+from sim.arm_reader import MjArmReader
 
 DT = 0.002
 WALL_TOP = 0.47  # [m] top face of a block 1.7 cm below the TCP at Q_HOME

@@ -8,7 +8,7 @@ from controllers import panda
 from controllers.arm_state import ArmState
 from controllers.joint_impedance import JOINT_STIFFNESS, JointImpedance
 from sim.arm import scene_xml
-from sim.native_impedance import MjArmReader
+from sim.arm_reader import MjArmReader
 
 
 def test_law_matches_formula() -> None:

@@ -31,6 +31,7 @@ def test_peg_starts_in_the_hand_and_stays_there_when_holding():
 def test_peg_pushed_onto_the_block_top_is_not_a_success():
     env = sim.make("peg_insert", controller="native", randomize={"object_pos": 0.0})
     obs, _ = env.reset(seed=0)
+    in_hand = obs["state/peg_pos"] - obs["state/ee_pos"]
     a = np.zeros(7, np.float32)
     a[6] = 1.0
     # Go over the block's solid wall, 3 cm off the hole centre, and push down.
@@ -41,4 +42,7 @@ def test_peg_pushed_onto_the_block_top_is_not_a_success():
             a[2] = -1.0
         obs, _, _, _, info = env.step(a)
     assert not info["success"]
-    assert env.task.peg_bottom(env.data)[2] > HOLE_DEPTH - 0.003
+    assert obs["state/wrench"][2] > 30.0  # pressing with most of the 40 N force bound
+    assert env.task.peg_bottom(env.data)[2] > HOLE_DEPTH - 0.001  # stiff contact: < 1 mm
+    slip = obs["state/peg_pos"] - obs["state/ee_pos"] - in_hand
+    assert np.abs(slip).max() < 0.003  # the 70 N grasp holds the peg

@@ -16,7 +16,7 @@ def test_dense_reward_grows_as_the_tcp_approaches():
     expert = sim.make_expert("reach", env)
     obs, _ = env.reset(seed=1)
     rewards = []
-    for _ in range(25):
+    for _ in range(40):
         obs, r, *_ = env.step(expert(obs))
         rewards.append(r)
     assert rewards[-1] > rewards[0]

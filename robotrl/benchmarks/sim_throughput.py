@@ -56,11 +56,15 @@ def run_sim_benchmark(cfg: DictConfig) -> dict[str, Any]:
     env.reset(seed=cfg.seed)
     raw = raw_mj_steps_per_second(env.model, env.data, cfg.raw_steps)
     bound = raw / env.n_substeps
+    per_env = max(cfg.steps // cfg.num_envs, 50)
     venv = sim.make_vec(cfg.task, cfg.num_envs, **kw)
     try:
-        many = vec_env_steps_per_second(venv, max(cfg.steps // cfg.num_envs, 50), cfg.seed)
+        many = vec_env_steps_per_second(venv, per_env, cfg.seed)
     finally:
         venv.close()
+    sync = sim.make_vec(cfg.task, cfg.num_envs, asynchronous=False, **kw)
+    many_sync = vec_env_steps_per_second(sync, per_env, cfg.seed)
+    sync.close()
     return {
         "benchmark": "sim",
         "task": cfg.task,
@@ -69,6 +73,7 @@ def run_sim_benchmark(cfg: DictConfig) -> dict[str, Any]:
         "physics_hz": round(env.n_substeps * env.control_hz),
         "env_steps_per_s_1env": round(one, 1),
         f"env_steps_per_s_{cfg.num_envs}envs": round(many, 1),
+        f"env_steps_per_s_{cfg.num_envs}envs_one_process": round(many_sync, 1),
         "raw_mj_steps_per_s": round(raw, 1),
         "raw_bound_env_steps_per_s": round(bound, 1),
         "ratio_1env_to_raw_bound": round(one / bound, 3),

@@ -1,8 +1,8 @@
 """``peg_insert``: insert a held square peg into a hole with 1 mm total clearance.
 
-The peg (2.4 cm square, 8 cm long) starts grasped; the hole (2.5 cm square, 4 cm deep) sits in
-a fixed block on the table at a random pose. Contact-rich: a misaligned, stiff descent jams
-the peg against the block, which is where compliance and force limits matter.
+The peg (2.4 cm square, 8 cm long) starts grasped; the hole (2.5 cm square, 4 cm deep, 2 mm
+chamfer) sits in a fixed block on the table at a random pose. Contact-rich: a misaligned, stiff
+descent jams the peg against the block, which is where compliance and force limits matter.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ PEG_MASS = 0.05  # [kg]
 CLEARANCE = 0.001  # hole width - peg width [m]
 HOLE_HALF = PEG_HALF + CLEARANCE / 2
 HOLE_DEPTH = 0.04  # [m]; the block top is at this height
+CHAMFER = 0.002  # 45-degree chamfer on the hole's rim [m]: guides a compliant peg in
 BLOCK_HALF = 0.05  # [m]
 HOLE_CENTER = np.array([0.55, 0.0])  # nominal xy [m]
 PEG_IN_HAND = 0.01  # peg centre beyond the TCP along the TCP z axis [m]
@@ -29,21 +30,33 @@ INSERT_DEPTH = 0.02  # success: peg bottom this far below the block top [m]
 
 
 def _block_xml() -> str:
-    w = (BLOCK_HALF - HOLE_HALF) / 2  # wall half thickness
-    c = HOLE_HALF + w  # wall centre offset
-    z = HOLE_DEPTH / 2
-    walls = [
-        (f"{c} 0 {z}", f"{w} {BLOCK_HALF} {z}"),
-        (f"{-c} 0 {z}", f"{w} {BLOCK_HALF} {z}"),
-        (f"0 {c} {z}", f"{HOLE_HALF} {w} {z}"),
-        (f"0 {-c} {z}", f"{HOLE_HALF} {w} {z}"),
-    ]
-    geoms = "\n".join(
-        f'<geom name="block{i}" type="box" pos="{p}" size="{s}" rgba="0.3 0.45 0.7 1" '
-        f'class="object"/>'
-        for i, (p, s) in enumerate(walls)
+    """The hole block: per side an outer wall, an inner strip below the chamfer and a 45-degree
+    rotated box whose upper face is the chamfer (boxes only, so contacts stay cheap). The strip
+    ends a chamfer-width below the chamfer's lower edge: where the two met, box-box contacts
+    produced a horizontal ledge that caught peg corners."""
+    h, c, b, d = HOLE_HALF, CHAMFER, BLOCK_HALF, HOLE_DEPTH
+    s = c / np.sqrt(2.0)  # half side of the chamfer box
+    e = 2 * c  # the strip under the chamfer stops below it: no ledge for a peg corner to catch
+    geoms = []
+    for sign in (1.0, -1.0):
+        for axis in (0, 1):
+
+            def xy(along: float, across: float, axis: int = axis) -> str:
+                return f"{along} {across}" if axis == 0 else f"{across} {along}"
+
+            rot = "0 0.785398163 0" if axis == 0 else "0.785398163 0 0"
+            span = b if axis == 0 else h + c  # the x walls run the block's full length
+            geoms += [
+                (xy(sign * (h + c + b) / 2, 0), d / 2, xy((b - h - c) / 2, span), d / 2, "0 0 0"),
+                (xy(sign * (h + c / 2), 0), (d - e) / 2, xy(c / 2, h + c), (d - e) / 2, "0 0 0"),
+                (xy(sign * (h + c), 0), d - c, xy(s, h + c), s, rot),
+            ]
+    xml = "\n".join(
+        f'<geom name="block{i}" type="box" pos="{p} {z}" size="{hs} {hz}" euler="{e}" '
+        f'rgba="0.3 0.45 0.7 1" class="object"/>'
+        for i, (p, z, hs, hz, e) in enumerate(geoms)
     )
-    return f'<body name="hole" mocap="true" pos="0.55 0 0">{geoms}</body>'
+    return f'<body name="hole" mocap="true" pos="0.55 0 0">{xml}</body>'
 
 
 @dataclass
@@ -118,9 +131,14 @@ class PegInsertTask(Task):
 
 
 class PegInsertExpert(ScriptedExpert):
-    """Carry the peg above the hole, align on the peg's own position, descend slowly."""
+    """Carry the peg above the hole, align the peg itself to < 1 mm, descend slowly; back off
+    and realign when the peg is off-centre before it has entered the hole."""
 
     HOVER = 0.025  # peg bottom above the block top while aligning [m]
+    ALIGNED = 0.001  # peg-to-hole xy error at which the descent starts [m]
+    MISALIGNED = 0.0025  # xy error on the rim (beyond the chamfer) that sends it back [m]
+    SETTLED = 0.01  # TCP speed below which the descent may start [m/s]
+    DESCENT_SPEED = 0.25  # fraction of the full action while descending
 
     def __call__(self, obs: dict[str, np.ndarray]) -> np.ndarray:
         hole = obs["state/hole_pos"].astype(float)
@@ -129,12 +147,19 @@ class PegInsertExpert(ScriptedExpert):
         rot = yaw_down(grasp_yaw(obs["state/hole_quat"]))
         # Steer the TCP so that the peg (which may sit off-centre in the hand) meets the hole.
         offset = peg - ee
+        xy_error = np.linalg.norm(hole[:2] - peg[:2])
         hover = hole + np.array([0.0, 0.0, self.HOVER + PEG_HALF_LEN]) - offset
         if self.phase == 0:
-            if np.linalg.norm(hover - ee) < 0.004:
+            settled = np.linalg.norm(obs["state/ee_twist"][:3]) < self.SETTLED
+            if xy_error < self.ALIGNED and abs(hover[2] - ee[2]) < 0.005 and settled:
                 self.phase = 1
             return self.move(obs, hover, rot, 1.0)
+        bottom = peg[2] - PEG_HALF_LEN  # peg held vertical
+        on_rim = hole[2] - 0.002 < bottom < hole[2] + 0.003
+        if on_rim and xy_error > self.MISALIGNED:
+            self.phase = 0  # touching the block top off-centre: lift and realign
+            return self.move(obs, hover, rot, 1.0)
         goal = hole + np.array([0.0, 0.0, PEG_HALF_LEN - INSERT_DEPTH - 0.012]) - offset
-        if np.linalg.norm(hover[:2] - ee[:2]) > 0.004 and ee[2] > hole[2] + PEG_HALF_LEN:
-            self.phase = 0  # drifted before entering: realign
-        return self.move(obs, goal, rot, 1.0, speed=0.35)
+        # Full gain sideways (keep centring on the hole), a slow, capped descent.
+        goal[2] = max(goal[2], ee[2] - self.DESCENT_SPEED * self.max_dpos)
+        return self.move(obs, goal, rot, 1.0)
