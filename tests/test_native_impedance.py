@@ -3,12 +3,12 @@
 import mujoco
 import numpy as np
 import pytest
+from arm_sim import WALL, WALL_TOP, ArmSim, wall_force
 
 from controllers import panda
 from controllers.impedance import CartesianImpedance
 from sim.arm import scene_xml
 from sim.native_impedance import NativeCartesianImpedance
-from tests.test_impedance import WALL, WALL_TOP, ArmSim, wall_force
 
 CONTROL_EVERY = 25  # physics steps per policy step (20 Hz control, 500 Hz physics)
 

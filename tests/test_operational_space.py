@@ -1,13 +1,13 @@
 """Operational-space control: the inertia-weighted law and a step on the MuJoCo Panda."""
 
 import numpy as np
+from arm_sim import ArmSim
 
 from controllers import panda
 from controllers.arm_state import ArmState
 from controllers.kinematics import panda_chain
 from controllers.operational_space import OperationalSpace
 from controllers.rotations import orientation_error, rotvec_to_mat
-from tests.test_impedance import ArmSim
 
 
 def test_law_matches_direct_formula() -> None:
