@@ -23,6 +23,21 @@ def _quickstart(cfg: DictConfig) -> dict:
     return run_quickstart(cfg)
 
 
+def _collect(cfg: DictConfig) -> dict:
+    from robotrl.collect_command import run_collect
+
+    return run_collect(cfg)
+
+
+def _dataset(action: str) -> Command:
+    def run(cfg: DictConfig) -> dict:
+        from robotrl import dataset_command
+
+        return getattr(dataset_command, f"dataset_{action}")(cfg)
+
+    return run
+
+
 def _bench_sim(cfg: DictConfig) -> dict:
     from robotrl.benchmarks.sim_throughput import run_sim_benchmark
 
@@ -32,6 +47,12 @@ def _bench_sim(cfg: DictConfig) -> dict:
 # subcommand -> (config name, runner, help)
 COMMANDS: dict[str, tuple[str, Command, str]] = {
     "quickstart": ("quickstart", _quickstart, "expert demos on every task, evaluated, with videos"),
+    "collect": ("collect", _collect, "teleop / expert data collection into a zarr episode store"),
+}
+DATASET_ACTIONS: dict[str, tuple[str, Command, str]] = {
+    "info": ("dataset", _dataset("info"), "what a store holds"),
+    "verify": ("dataset", _dataset("verify"), "check a store; exit 1 if damaged"),
+    "repair": ("dataset", _dataset("repair"), "remove what an interrupted commit left"),
 }
 BENCHMARKS: dict[str, tuple[str, Command, str]] = {
     "sim": ("bench_sim", _bench_sim, "env steps/s (1 and N envs) vs raw mj_step"),
@@ -57,6 +78,9 @@ def _parser() -> argparse.ArgumentParser:
     for name, (_, _, help_) in COMMANDS.items():
         c = sub.add_parser(name, help=help_)
         c.add_argument("overrides", nargs="*", help="key=value config overrides")
+    ds = sub.add_parser("dataset", help="inspect, verify and repair episode stores")
+    ds.add_argument("action", choices=sorted(DATASET_ACTIONS))
+    ds.add_argument("overrides", nargs="*", help="key=value config overrides (path=...)")
     bench = sub.add_parser("bench", help="benchmarks that print JSON")
     bench.add_argument("benchmark", choices=sorted(BENCHMARKS))
     bench.add_argument("overrides", nargs="*", help="key=value config overrides")
@@ -68,6 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "bench":
         config_name, runner, _ = BENCHMARKS[args.benchmark]
+    elif args.command == "dataset":
+        config_name, runner, _ = DATASET_ACTIONS[args.action]
     else:
         config_name, runner, _ = COMMANDS[args.command]
     from hydra.errors import HydraException
@@ -78,15 +104,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (HydraException, OmegaConfBaseException) as exc:
         print(f"robotrl {args.command}: bad configuration: {exc}", file=sys.stderr)
         return 2
+    from robotrl.datasets import EpisodeStoreError
     from robotrl.run import emit_summary
 
     try:
         summary = runner(cfg)
-    except (ValueError, FileNotFoundError) as exc:
+    except (ValueError, FileNotFoundError, EpisodeStoreError, OmegaConfBaseException) as exc:
         print(f"robotrl {args.command}: {exc}", file=sys.stderr)
         return 2
     emit_summary(summary)
-    return 0
+    return int(summary.get("exit_code", 0))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,57 @@
+import json
+import shutil
+
+import numpy as np
+
+from robotrl.cli import main
+from robotrl.datasets import EpisodeStore
+
+
+def _store(path, episodes=2):
+    store = EpisodeStore.create(path, fps=20.0, robot="panda_sim")
+    for e in range(episodes):
+        with store.begin_episode(task="lift") as w:
+            for t in range(3 + e):
+                w.add({"state/x": np.full(2, t, np.float32)}, np.zeros(7, np.float32))
+            w.commit(success=e == 0)
+    store.close()
+
+
+def _json(capsys):
+    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+def test_info_summarises_the_store(tmp_path, capsys):
+    _store(tmp_path / "d.zarr")
+    assert main(["dataset", "info", f"path={tmp_path / 'd.zarr'}"]) == 0
+    info = _json(capsys)
+    assert (info["episodes"], info["steps"], info["success_rate"]) == (2, 7, 0.5)
+    assert info["episode_length"] == {"min": 3, "mean": 3.5, "max": 4}
+    assert info["keys"]["state/x"] == {"shape": [2], "dtype": "<f4"}
+    assert info["tasks"] == ["lift"]
+
+
+def test_verify_passes_then_fails_on_damage(tmp_path, capsys):
+    path = tmp_path / "d.zarr"
+    _store(path)
+    assert main(["dataset", "verify", f"path={path}"]) == 0
+    assert _json(capsys)["ok"]
+    shutil.rmtree(path / "data" / "action")
+    assert main(["dataset", "verify", f"path={path}"]) == 1
+    report = _json(capsys)
+    assert not report["ok"] and any("action" in e for e in report["errors"])
+
+
+def test_foreign_or_missing_path_is_a_clear_error(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert main(["dataset", "info", f"path={tmp_path / 'empty'}"]) == 2
+    err = capsys.readouterr().err
+    assert "robotrl dataset" in err and "Traceback" not in err
+    assert main(["dataset", "info"]) == 2  # path is required
+
+
+def test_repair_reports_actions(tmp_path, capsys):
+    _store(tmp_path / "d.zarr")
+    assert main(["dataset", "repair", f"path={tmp_path / 'd.zarr'}"]) == 0
+    out = _json(capsys)
+    assert out["verify"]["ok"]
