@@ -1,6 +1,6 @@
 """Env throughput vs the raw MuJoCo bound; prints JSON. Same as ``robotrl bench sim [overrides]``.
 
-Usage: python bench/sim.py [task=lift] [controller=native|impedance] [num_envs=2]
+Usage: python bench/sim_throughput.py [task=lift] [controller=native|impedance] [num_envs=2]
 """
 
 from __future__ import annotations
