@@ -53,6 +53,7 @@ DATASET_ACTIONS: dict[str, tuple[str, Command, str]] = {
     "info": ("dataset", _dataset("info"), "what a store holds"),
     "verify": ("dataset", _dataset("verify"), "check a store; exit 1 if damaged"),
     "repair": ("dataset", _dataset("repair"), "remove what an interrupted commit left"),
+    "import": ("dataset", _dataset("import"), "append episodes from ROS 2 bags (from=rosbag)"),
 }
 BENCHMARKS: dict[str, tuple[str, Command, str]] = {
     "sim": ("bench_sim", _bench_sim, "env steps/s (1 and N envs) vs raw mj_step"),

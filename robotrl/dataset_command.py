@@ -1,11 +1,12 @@
-"""``robotrl dataset {info,verify,repair}``: what an episode store holds, and its health."""
+"""``robotrl dataset {info,verify,repair,import}``: what an episode store holds, its health,
+and filling it from other formats."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from robotrl.datasets import EpisodeStore, repair, verify
 
@@ -47,3 +48,45 @@ def dataset_verify(cfg: DictConfig) -> dict[str, Any]:
 
 def dataset_repair(cfg: DictConfig) -> dict[str, Any]:
     return {"command": "dataset repair", **repair(cfg.path)}
+
+
+def dataset_import(cfg: DictConfig) -> dict[str, Any]:
+    source = cfg["from"]
+    inputs = [str(p) for p in cfg.inputs]
+    if not inputs:
+        raise ValueError("give the inputs to import: inputs=[path,...]")
+    if source != "rosbag":
+        raise ValueError(f"unknown import source {source!r}; available: ['rosbag']")
+    from robotrl.datasets.rosbag_import import BagTopics, import_bags
+
+    try:
+        topics = BagTopics(**(OmegaConf.to_object(cfg.topics) if cfg.topics else {}))
+    except TypeError as exc:
+        raise ValueError(f"bad topics mapping: {exc}") from exc
+    success = OmegaConf.to_object(cfg.success) if OmegaConf.is_list(cfg.success) else cfg.success
+    before = EpisodeStore.open(cfg.path).num_episodes if _is_store(cfg.path) else 0
+    store = import_bags(
+        inputs,
+        cfg.path,
+        topics=topics,
+        fps=float(cfg.fps),
+        robot=str(cfg.robot),
+        task=str(cfg.task),
+        language=str(cfg.language),
+        success=success,
+    )
+    with store:
+        return {
+            "command": "dataset import",
+            "from": source,
+            "path": str(cfg.path),
+            "imported_episodes": store.num_episodes - before,
+            "episodes": store.num_episodes,
+            "steps": store.num_steps,
+        }
+
+
+def _is_store(path: str) -> bool:
+    from pathlib import Path
+
+    return (Path(path) / "zarr.json").exists()

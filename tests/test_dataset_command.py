@@ -55,3 +55,32 @@ def test_repair_reports_actions(tmp_path, capsys):
     assert main(["dataset", "repair", f"path={tmp_path / 'd.zarr'}"]) == 0
     out = _json(capsys)
     assert out["verify"]["ok"]
+
+
+def test_import_rosbags_through_the_cli(tmp_path, capsys):
+    import pytest
+
+    pytest.importorskip("rosbags", reason="rosbags is in the 'ros2' extra")
+    from rosbags.rosbag2 import StoragePlugin
+    from test_rosbag_import import _write_bag
+
+    _write_bag(tmp_path / "b0", StoragePlugin.MCAP)
+    _write_bag(tmp_path / "b1", StoragePlugin.SQLITE3)
+    store = tmp_path / "s.zarr"
+    args = [
+        "dataset",
+        "import",
+        f"path={store}",
+        "from=rosbag",
+        f"inputs=[{tmp_path / 'b0'}]",
+        "task=lift",
+        "topics={cameras: {front: /cam/front}}",
+    ]
+    assert main(args) == 0
+    assert _json(capsys)["imported_episodes"] == 1
+    args[4] = f"inputs=[{tmp_path / 'b1'}]"
+    assert main([*args, "success=true"]) == 0
+    out = _json(capsys)
+    assert (out["imported_episodes"], out["episodes"]) == (1, 2)
+    assert main(["dataset", "import", f"path={store}", "from=csv", "inputs=[x]"]) == 2
+    assert "unknown import source" in capsys.readouterr().err
