@@ -11,8 +11,11 @@ Shape letters: L frames, H, W image height and width.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -137,11 +140,9 @@ def image_cells(frames: np.ndarray) -> pa.Array:
 
 # ------------------------------------------------------------------ video
 class VideoWriter:
-    """Appends RGB frames to one MP4 (H.264, yuv420p, constant ``fps``).
-
-    Frame k is shown at k / fps [s], which is how LeRobot addresses an episode inside a
-    shared file (``from_timestamp`` + frame timestamp).
-    """
+    """Encodes RGB frames into one MP4 (H.264, yuv420p, constant ``fps``): frame k is shown at
+    k / fps [s], which is how LeRobot addresses an episode inside a shared file
+    (``from_timestamp`` + frame timestamp)."""
 
     def __init__(self, path: Path, width: int, height: int, fps: float, crf: int) -> None:
         if width % 2 or height % 2:
@@ -171,6 +172,79 @@ class VideoWriter:
 
     def close(self) -> None:
         self._gen.close()
+
+
+class RollingVideo:
+    """One camera's episodes -> ``videos/<key>/chunk-XXX/file-YYY.mp4`` files of at most
+    ``max_mb`` each (one episode may exceed it alone).
+
+    Each episode is encoded to its own temporary MP4 (so its size is exact: a file still being
+    encoded lags on disk by the encoder's lookahead and I/O buffer), and a file's episodes are
+    joined once, by stream copy, when the file is full or at :meth:`close`, as lerobot does.
+    """
+
+    def __init__(self, root: Path, key: str, fps: float, crf: int, max_mb: float) -> None:
+        self.root, self.key, self.fps, self.crf = root, key, fps, crf
+        self.max_bytes = max_mb * 2**20
+        self.chunk, self.file = 0, 0
+        self._tmp = root / ".partial_videos" / key
+        self._parts: list[Path] = []
+        self._bytes = 0
+        self._frames = 0  # frames in the current file
+        self._count = 0
+
+    def write(self, frames: np.ndarray) -> dict[str, Any]:
+        """Add an episode's (L, H, W, 3) uint8 frames; returns its ``videos/<key>/...``
+        episode columns (chunk/file index, from/to timestamps [s] inside the file)."""
+        part = self._tmp / f"{self._count:06d}.mp4"
+        self._count += 1
+        writer = VideoWriter(part, frames.shape[2], frames.shape[1], self.fps, self.crf)
+        try:
+            writer.write(frames)
+        finally:
+            writer.close()  # also ends the ffmpeg process on error
+        size = part.stat().st_size
+        if self._parts and self._bytes + size > self.max_bytes:
+            self._join()
+            self.chunk, self.file = next_file(self.chunk, self.file)
+        self._parts.append(part)
+        self._bytes += size
+        start = self._frames / self.fps
+        self._frames += len(frames)
+        prefix = f"videos/{self.key}/"
+        return {
+            prefix + "chunk_index": self.chunk,
+            prefix + "file_index": self.file,
+            prefix + "from_timestamp": start,
+            prefix + "to_timestamp": self._frames / self.fps,
+        }
+
+    def close(self) -> None:
+        if self._parts:
+            self._join()
+        shutil.rmtree(self._tmp, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            self._tmp.parent.rmdir()
+
+    def _join(self) -> None:
+        out = self.root / VIDEO_PATH.format(
+            video_key=self.key, chunk_index=self.chunk, file_index=self.file
+        )
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if len(self._parts) == 1:
+            os.replace(self._parts[0], out)
+        else:
+            listing = self._tmp / "parts.txt"
+            listing.write_text("".join(f"file '{p.resolve()}'\n" for p in self._parts))
+            cmd = [imageio_ffmpeg.get_ffmpeg_exe(), "-v", "error", "-f", "concat", "-safe", "0"]
+            proc = subprocess.run(
+                [*cmd, "-i", str(listing), "-c", "copy", str(out)], capture_output=True, text=True
+            )
+            if proc.returncode:
+                raise LeRobotFormatError(f"joining episode videos failed: {proc.stderr.strip()}")
+            for p in [*self._parts, listing]:
+                p.unlink()
+        self._parts, self._bytes, self._frames = [], 0, 0
 
 
 def read_video(path: Path) -> np.ndarray:

@@ -87,11 +87,10 @@ from robotrl.datasets.lerobot_files import (
     FeatureStats,
     LeRobotFormatError,
     RollingParquet,
-    VideoWriter,
+    RollingVideo,
     data_schema,
     fsync_tree,
     image_cells,
-    next_file,
     stats_to_json,
     video_info,
     write_json,
@@ -233,8 +232,11 @@ def _write(
             spec["info"] = video_info(spec["shape"][0], spec["shape"][1], fps)
     stats = {k: FeatureStats(f) for k, f in feats.items() if f["dtype"] != "string"}
     data = RollingParquet(root, DATA_PATH, data_schema(feats), data_file_mb)
-    videos: dict[str, VideoWriter] = {}
-    video_files: dict[str, tuple[int, int]] = {}
+    videos = {
+        k: RollingVideo(root, k, fps, crf, video_file_mb)
+        for k, f in feats.items()
+        if f["dtype"] == "video"
+    }
     tasks: dict[str, int] = {}
     episodes: list[dict[str, Any]] = []
     for i in range(store.num_episodes):
@@ -264,11 +266,7 @@ def _write(
         cols: dict[str, pa.Array] = {}
         for feat, spec in feats.items():
             if spec["dtype"] == "video":
-                ep.update(
-                    _append_video(
-                        root, feat, rows[feat], videos, video_files, fps, crf, video_file_mb
-                    )
-                )
+                ep.update(videos[feat].write(rows[feat]))
             elif spec["dtype"] == "image":
                 cols[feat] = image_cells(rows[feat])
             else:
@@ -293,8 +291,8 @@ def _write(
             ep[EPISODE_PREFIX + FINAL_PREFIX + key.replace("/", ".")] = value.tobytes()
         episodes.append(ep)
     data.close()
-    for writer in videos.values():
-        writer.close()
+    for video in videos.values():
+        video.close()
 
     write_tasks(root / TASKS_PATH, list(tasks))
     ep_path = root / EPISODES_PATH.format(chunk_index=0, file_index=0)
@@ -328,35 +326,3 @@ def _write(
         },
     }
     write_json(root / "meta" / "info.json", info)
-
-
-def _append_video(
-    root: Path,
-    feat: str,
-    frames: np.ndarray,
-    writers: dict[str, VideoWriter],
-    files: dict[str, tuple[int, int]],
-    fps: float,
-    crf: int,
-    max_mb: float,
-) -> dict[str, Any]:
-    """Append an episode's (L, H, W, 3) frames to the camera's current MP4 (a new file past
-    ``max_mb``); returns the episode's ``videos/<feat>/...`` columns."""
-    writer = writers.get(feat)
-    if writer is not None and writer.path.stat().st_size > max_mb * 2**20:
-        writer.close()
-        del writers[feat]
-        files[feat] = next_file(*files[feat])
-    chunk, file = files.setdefault(feat, (0, 0))
-    if feat not in writers:
-        path = root / VIDEO_PATH.format(video_key=feat, chunk_index=chunk, file_index=file)
-        writers[feat] = VideoWriter(path, frames.shape[2], frames.shape[1], fps, crf)
-    writer = writers[feat]
-    start = writer.frames / fps
-    writer.write(frames)
-    return {
-        f"videos/{feat}/chunk_index": chunk,
-        f"videos/{feat}/file_index": file,
-        f"videos/{feat}/from_timestamp": start,
-        f"videos/{feat}/to_timestamp": writer.frames / fps,
-    }
