@@ -1,0 +1,90 @@
+"""Checkpoints: ``model.safetensors`` (weights, incl. the normaliser) + ``config.yaml`` (the
+policy type, its constructor config and free-form metadata such as the task). Loading runs no
+pickle: the config rebuilds the module, then the weights are loaded strictly.
+
+Files are written to temporary names and renamed, so a crash never leaves half a checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from policies.registry import POLICIES, make_policy
+
+WEIGHTS = "model.safetensors"
+CONFIG = "config.yaml"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be loaded: missing files, corrupt weights, mismatched config."""
+
+
+def _atomic_write(path: Path, write: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    write(tmp)
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def save_policy(
+    policy: nn.Module, directory: str | os.PathLike[str], meta: dict[str, Any] | None = None
+) -> Path:
+    """Write ``policy`` to ``directory`` (created); returns the directory."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().contiguous().cpu() for k, v in policy.state_dict().items()}
+    _atomic_write(d / WEIGHTS, lambda p: save_file(state, str(p)))
+    doc = {"policy_type": policy.policy_type, "config": policy.config, "meta": meta or {}}
+    _atomic_write(d / CONFIG, lambda p: p.write_text(yaml.safe_dump(doc, sort_keys=False)))
+    return d
+
+
+def read_config(directory: str | os.PathLike[str]) -> dict[str, Any]:
+    """The checkpoint's ``config.yaml`` as a dict (policy_type, config, meta)."""
+    d = Path(directory)
+    if not (d / CONFIG).is_file() or not (d / WEIGHTS).is_file():
+        raise CheckpointError(f"no checkpoint at {d}: expected {CONFIG} and {WEIGHTS}")
+    try:
+        doc = yaml.safe_load((d / CONFIG).read_text())
+    except yaml.YAMLError as exc:
+        raise CheckpointError(f"{d / CONFIG} is not valid YAML: {exc}") from exc
+    if not isinstance(doc, dict) or doc.get("policy_type") not in POLICIES or "config" not in doc:
+        raise CheckpointError(
+            f"{d / CONFIG} does not describe a policy (policy_type one of {sorted(POLICIES)})"
+        )
+    return doc
+
+
+def load_policy(directory: str | os.PathLike[str]) -> tuple[nn.Module, dict[str, Any]]:
+    """Rebuild and load a policy; returns ``(policy in eval mode, meta)``."""
+    d = Path(directory)
+    doc = read_config(d)
+    try:
+        policy = make_policy(doc["policy_type"], **doc["config"])
+    except TypeError as exc:
+        raise CheckpointError(f"{d / CONFIG}: config does not fit the policy: {exc}") from exc
+    try:
+        state = load_file(str(d / WEIGHTS))
+    except (SafetensorError, OSError) as exc:
+        raise CheckpointError(f"cannot read weights {d / WEIGHTS}: {exc}") from exc
+    own = policy.state_dict()
+    missing, unexpected = sorted(set(own) - set(state)), sorted(set(state) - set(own))
+    bad = [k for k in set(own) & set(state) if own[k].shape != state[k].shape]
+    if missing or unexpected or bad:
+        raise CheckpointError(
+            f"weights in {d} do not match the config: missing {missing[:5]}, unexpected "
+            f"{unexpected[:5]}, wrong shape {sorted(bad)[:5]}"
+        )
+    with torch.no_grad():
+        policy.load_state_dict(state, strict=True)
+    policy.eval()
+    return policy, dict(doc.get("meta") or {})
