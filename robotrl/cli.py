@@ -29,6 +29,18 @@ def _collect(cfg: DictConfig) -> dict:
     return run_collect(cfg)
 
 
+def _train_bc(cfg: DictConfig) -> dict:
+    from robotrl.train_bc_command import run_train_bc
+
+    return run_train_bc(cfg)
+
+
+def _eval(cfg: DictConfig) -> dict:
+    from robotrl.eval_command import run_eval
+
+    return run_eval(cfg)
+
+
 def _dataset(action: str) -> Command:
     def run(cfg: DictConfig) -> dict:
         from robotrl import dataset_command
@@ -48,6 +60,8 @@ def _bench_sim(cfg: DictConfig) -> dict:
 COMMANDS: dict[str, tuple[str, Command, str]] = {
     "quickstart": ("quickstart", _quickstart, "expert demos on every task, evaluated, with videos"),
     "collect": ("collect", _collect, "teleop / expert data collection into a zarr episode store"),
+    "train-bc": ("train_bc", _train_bc, "behavior cloning of a flow / diffusion policy"),
+    "eval": ("eval", _eval, "success rate of a checkpoint in sim, with videos"),
 }
 DATASET_ACTIONS: dict[str, tuple[str, Command, str]] = {
     "info": ("dataset", _dataset("info"), "what a store holds"),

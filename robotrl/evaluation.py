@@ -97,3 +97,64 @@ def evaluate(
         successes=successes,
         lengths=lengths,
     )
+
+
+def evaluate_vector(
+    venv: Any,
+    runner: Any,
+    episodes: int,
+    *,
+    seed: int = 0,
+    progress: bool = True,
+    desc: str = "eval",
+) -> EvalResult:
+    """Run ``episodes`` episodes over a Gymnasium vector env (next-step autoreset).
+
+    Env i runs a fixed quota of episodes (``episodes`` split evenly) so that short episodes
+    are not over-represented; ``runner`` is a :class:`robotrl.chunk_runner.ChunkRunner` (or
+    anything with ``reset(env_ids)`` and ``act(obs_batch) -> (N, Da)``). Seeds: env i starts
+    from ``seed + i`` and continues its own generator.
+    """
+    if episodes < 1:
+        raise ValueError(f"episodes must be >= 1, got {episodes}")
+    n = venv.num_envs
+    quota = [episodes // n + (1 if i < episodes % n else 0) for i in range(n)]
+    obs, _ = venv.reset(seed=seed)
+    runner.reset()
+    length, ret = np.zeros(n, int), np.zeros(n)
+    success, autoreset = np.zeros(n, bool), np.zeros(n, bool)
+    done_count = [0] * n
+    successes: list[bool] = []
+    lengths: list[int] = []
+    returns: list[float] = []
+    bar = tqdm(total=episodes, desc=desc, disable=not progress, leave=False)
+    while len(successes) < episodes:
+        obs, reward, terminated, truncated, info = venv.step(runner.act(obs))
+        step_success = np.asarray(info.get("success", np.zeros(n, bool)), bool)
+        for i in range(n):
+            if autoreset[i]:  # this step reset env i: start its new episode afresh
+                runner.reset([i])
+                length[i], ret[i], success[i] = 0, 0.0, False
+                continue
+            length[i] += 1
+            ret[i] += float(reward[i])
+            success[i] |= step_success[i]
+            if (terminated[i] or truncated[i]) and done_count[i] < quota[i]:
+                done_count[i] += 1
+                successes.append(bool(success[i]))
+                lengths.append(int(length[i]))
+                returns.append(float(ret[i]))
+                bar.update(1)
+                bar.set_postfix(success=f"{np.mean(successes):.2f}")
+        autoreset = np.logical_or(terminated, truncated)
+    bar.close()
+    n_succ = int(np.sum(successes))
+    return EvalResult(
+        episodes=episodes,
+        success_rate=n_succ / episodes,
+        success_ci95=wilson_interval(n_succ, episodes),
+        mean_length=float(np.mean(lengths)),
+        mean_return=float(np.mean(returns)),
+        successes=successes,
+        lengths=lengths,
+    )

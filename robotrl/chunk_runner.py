@@ -1,0 +1,97 @@
+"""Execute a chunked policy on N envs: observation history, action queue, open-loop chunks.
+
+Each env keeps its last To observations (edge-padded with the first one after a reset, as the
+training windows are) and a queue of actions. When an env's queue is empty the policy is run
+(batched over every env that needs a chunk) and the first Te actions of the chunk are queued.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+
+def policy_keys(policy: Any) -> list[str]:
+    """Observation keys a policy reads (its state entries and cameras)."""
+    cfg = policy.config
+    return [*cfg["state_dims"], *cfg.get("image_keys", [])]
+
+
+class ChunkRunner:
+    """Runs ``policy`` for ``num_envs`` envs at once.
+
+    Args:
+        policy: a :class:`robotrl.types.ChunkPolicy`.
+        num_envs: N.
+        execute_horizon: Te actions executed per chunk (<= Ta).
+    """
+
+    def __init__(self, policy: Any, num_envs: int = 1, execute_horizon: int = 8) -> None:
+        if not 1 <= execute_horizon <= policy.action_horizon:
+            raise ValueError(
+                f"execute_horizon must be in [1, Ta={policy.action_horizon}], got {execute_horizon}"
+            )
+        self.policy = policy
+        self.num_envs = num_envs
+        self.execute_horizon = execute_horizon
+        self.keys = policy_keys(policy)
+        self.history: list[deque[dict[str, np.ndarray]]] = [
+            deque(maxlen=policy.obs_horizon) for _ in range(num_envs)
+        ]
+        self.queues: list[deque[np.ndarray]] = [deque() for _ in range(num_envs)]
+        self.inference_calls = 0
+
+    def reset(self, env_ids: Sequence[int] | None = None) -> None:
+        """Forget history and queued actions of ``env_ids`` (all when None)."""
+        for i in range(self.num_envs) if env_ids is None else env_ids:
+            self.history[i].clear()
+            self.queues[i].clear()
+        self.policy.reset()
+
+    def _push(self, i: int, obs: Mapping[str, np.ndarray]) -> None:
+        missing = [k for k in self.keys if k not in obs]
+        if missing:
+            raise KeyError(f"the env does not provide {missing}, which the policy reads")
+        h = self.history[i]
+        entry = {k: np.asarray(obs[k]) for k in self.keys}
+        if not h:
+            h.extend([entry] * self.policy.obs_horizon)
+        else:
+            h.append(entry)
+
+    def act(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Actions (N, Da) for a batched observation ``{key: (N, ...)}``."""
+        for i in range(self.num_envs):
+            self._push(i, {k: v[i] for k, v in obs.items()})
+        need = [i for i in range(self.num_envs) if not self.queues[i]]
+        if need:
+            batch = {
+                k: torch.from_numpy(
+                    np.stack([np.stack([h[k] for h in self.history[i]]) for i in need])
+                )
+                for k in self.keys
+            }
+            with torch.no_grad():
+                chunk = self.policy.predict_chunk(batch).cpu().numpy()
+            self.inference_calls += 1
+            for j, i in enumerate(need):
+                self.queues[i].extend(chunk[j, : self.execute_horizon])
+        return np.stack([self.queues[i].popleft() for i in range(self.num_envs)]).astype(np.float32)
+
+
+class SingleEnvPolicy:
+    """Adapts a :class:`ChunkRunner` with one env to the ``EpisodePolicy`` protocol of
+    :func:`robotrl.evaluation.evaluate` (``reset()``, ``__call__(obs) -> action``)."""
+
+    def __init__(self, policy: Any, execute_horizon: int = 8) -> None:
+        self.runner = ChunkRunner(policy, 1, execute_horizon)
+
+    def reset(self) -> None:
+        self.runner.reset()
+
+    def __call__(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
+        return self.runner.act({k: np.asarray(v)[None] for k, v in obs.items()})[0]

@@ -1,0 +1,55 @@
+"""``robotrl eval``: a checkpoint's success rate in sim (Wilson 95 % interval) and videos."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from omegaconf import DictConfig
+
+from policies.checkpoint import load_policy
+from robotrl.policy_env import env_kwargs, record_videos, rollout_policy
+from robotrl.run import make_run_dir, save_config
+
+
+def run_eval(cfg: DictConfig) -> dict[str, Any]:
+    policy, meta = load_policy(cfg.checkpoint)
+    task = cfg.task or meta.get("task")
+    if not task:
+        raise ValueError("the checkpoint names no task: give task=...")
+    te = int(cfg.execute_horizon or meta.get("execute_horizon", policy.action_horizon // 2))
+    kwargs = env_kwargs(meta)
+    run_dir = make_run_dir(cfg.output_dir, cfg.name)
+    save_config(cfg, run_dir)
+    start = time.perf_counter()
+    res = rollout_policy(
+        policy,
+        task,
+        kwargs,
+        episodes=cfg.episodes,
+        num_envs=cfg.num_envs,
+        execute_horizon=te,
+        seed=cfg.seed,
+        progress=cfg.progress,
+    )
+    wall = time.perf_counter() - start
+    videos = record_videos(
+        policy,
+        task,
+        kwargs,
+        run_dir,
+        count=cfg.videos,
+        seed=cfg.seed,
+        execute_horizon=te,
+        size=tuple(cfg.video_size),
+    )
+    return {
+        "command": "eval",
+        "checkpoint": str(cfg.checkpoint),
+        "task": task,
+        **res.summary(),
+        "num_envs": cfg.num_envs,
+        "wall_s": round(wall, 2),
+        "videos": videos,
+        "run_dir": str(run_dir),
+    }

@@ -1,0 +1,84 @@
+"""Training metrics: appended to ``metrics.csv`` as they come, plotted to PNG at the end.
+
+Rows may carry different columns (evaluation rows appear less often than loss rows); the CSV
+header is the union, rewritten when a new column appears.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+
+class MetricsLogger:
+    """Collects rows of scalars; ``path`` is the CSV written after every :meth:`log`."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.rows: list[dict[str, float]] = []
+        self.columns: list[str] = []
+
+    def log(self, **values: float) -> None:
+        row = {k: float(v) for k, v in values.items()}
+        new = [k for k in row if k not in self.columns]
+        self.rows.append(row)
+        if new or not self.path.exists():
+            self.columns += new
+            self._rewrite()
+        else:
+            with self.path.open("a", newline="") as f:
+                csv.DictWriter(f, self.columns).writerow(row)
+
+    def _rewrite(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("w", newline="") as f:
+            w = csv.DictWriter(f, self.columns)
+            w.writeheader()
+            w.writerows(self.rows)
+
+    def series(self, x: str, y: str) -> tuple[list[float], list[float]]:
+        pts = [(r[x], r[y]) for r in self.rows if x in r and y in r and math.isfinite(r[y])]
+        return [p[0] for p in pts], [p[1] for p in pts]
+
+    def plot(
+        self,
+        path: str | Path,
+        x: str,
+        panels: Sequence[Sequence[str]],
+        titles: Sequence[str] | None = None,
+        log_y: Mapping[int, bool] | None = None,
+    ) -> Path:
+        """One subplot per panel (a list of y columns against ``x``), saved as PNG."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.6), squeeze=False)
+        for j, cols in enumerate(panels):
+            ax = axes[0, j]
+            for col in cols:
+                xs, ys = self.series(x, col)
+                if xs:
+                    ax.plot(xs, ys, marker="o" if len(xs) < 30 else None, label=col)
+            ax.set_xlabel(x)
+            if titles:
+                ax.set_title(titles[j])
+            if log_y and log_y.get(j):
+                ax.set_yscale("log")
+            ax.grid(alpha=0.3)
+            ax.legend()
+        fig.tight_layout()
+        out = Path(path)
+        fig.savefig(out, dpi=110)
+        plt.close(fig)
+        return out
+
+
+def read_csv(path: str | Path) -> list[dict[str, Any]]:
+    """Rows of a metrics CSV (empty cells dropped, numbers as float)."""
+    with Path(path).open() as f:
+        return [{k: float(v) for k, v in row.items() if v != ""} for row in csv.DictReader(f)]

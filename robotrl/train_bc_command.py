@@ -1,0 +1,151 @@
+"""``robotrl train-bc``: config -> dataset, policy, training, checkpoint, curves, JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import DictConfig
+
+from policies.checkpoint import save_policy
+from policies.registry import make_policy
+from robotrl.bc_training import BCConfig, plot_training, train_bc
+from robotrl.datasets import (
+    EpisodeStore,
+    SequenceDataset,
+    compute_stats,
+    make_dataloader,
+    split_episodes,
+)
+from robotrl.metrics import MetricsLogger
+from robotrl.policy_env import env_kwargs, record_videos, rollout_policy
+from robotrl.run import make_run_dir, save_config
+
+
+def _policy_kwargs(cfg: DictConfig, store: EpisodeStore, obs_keys: list[str], stats: dict) -> dict:
+    dims = {k: int(np.prod(store.array(k).shape[1:])) for k in obs_keys if k.startswith("state/")}
+    kw: dict[str, Any] = {
+        "state_dims": dims,
+        "action_dim": int(store.array("action").shape[1]),
+        "image_keys": [k for k in obs_keys if k.startswith("images/")],
+        "obs_horizon": cfg.obs_horizon,
+        "action_horizon": cfg.action_horizon,
+        "hidden": cfg.hidden,
+        "depth": cfg.depth,
+        "stats": stats,
+    }
+    kw["num_inference_steps" if cfg.policy == "diffusion" else "num_steps"] = cfg.num_steps
+    return kw
+
+
+def run_train_bc(cfg: DictConfig) -> dict[str, Any]:
+    torch.manual_seed(cfg.seed)
+    store = EpisodeStore.open(cfg.dataset)
+    if store.num_episodes < 2:
+        raise ValueError(f"{cfg.dataset} has {store.num_episodes} episodes; BC needs at least 2")
+    state_keys = [k for k in store.keys if k.startswith("state/")]
+    obs_keys = list(cfg.obs_keys) if cfg.obs_keys else state_keys
+    obs_keys += [f"images/{c}" for c in cfg.cameras]
+    missing = [k for k in obs_keys if k not in store.keys]
+    if missing:
+        raise ValueError(f"{cfg.dataset} has no {missing}; it has {store.keys}")
+    tasks = sorted(set(store.meta("task").tolist()))
+    task = cfg.task or (tasks[0] if len(tasks) == 1 and tasks[0] else None)
+    if task is None:
+        raise ValueError(f"the store holds tasks {tasks}: give task=... for evaluation")
+
+    run_dir = make_run_dir(cfg.output_dir, cfg.name)
+    save_config(cfg, run_dir)
+    train_mask, val_mask = split_episodes(store.num_episodes, cfg.val_ratio, seed=cfg.seed)
+    if not val_mask.any():
+        val_mask = None
+    stats = compute_stats(
+        store, [k for k in obs_keys if k.startswith("state/")] + ["action"], train_mask
+    )
+    policy = make_policy(cfg.policy, **_policy_kwargs(cfg, store, obs_keys, stats))
+    train_ds = SequenceDataset(
+        store, obs_keys, cfg.obs_horizon, cfg.action_horizon, episode_mask=train_mask
+    )
+    train_loader = make_dataloader(train_ds, cfg.batch_size, seed=cfg.seed)
+    val_loader = None
+    if val_mask is not None:
+        val_ds = SequenceDataset(
+            store, obs_keys, cfg.obs_horizon, cfg.action_horizon, episode_mask=val_mask
+        )
+        val_loader = make_dataloader(val_ds, cfg.batch_size, shuffle=False, drop_last=False)
+
+    env_meta = {
+        "controller": cfg.controller.name,
+        "cameras": list(cfg.cameras),
+        "image_size": list(cfg.image_size),
+    }
+    kwargs = env_kwargs({"env": env_meta})
+
+    def evaluate(p: Any) -> dict[str, float]:
+        res = rollout_policy(
+            p,
+            task,
+            kwargs,
+            episodes=cfg.eval_episodes,
+            num_envs=cfg.num_envs,
+            execute_horizon=cfg.execute_horizon,
+            seed=cfg.eval_seed,
+            progress=False,
+        )
+        return {"success_rate": res.success_rate, "mean_length": res.mean_length}
+
+    logger = MetricsLogger(run_dir / "metrics.csv")
+    bc = BCConfig(
+        steps=cfg.steps,
+        lr=cfg.lr,
+        ema_decay=cfg.ema_decay,
+        eval_every=cfg.eval_every,
+        seed=cfg.seed,
+    )
+    trained, summary = train_bc(
+        policy,
+        train_loader,
+        bc,
+        val_loader=val_loader,
+        evaluate=evaluate if cfg.eval_episodes > 0 else None,
+        logger=logger,
+        progress=cfg.progress,
+    )
+    meta = {
+        "task": task,
+        "env": env_meta,
+        "execute_horizon": cfg.execute_horizon,
+        "dataset": str(cfg.dataset),
+        "train_steps": summary["steps"],
+    }
+    ckpt = save_policy(trained, run_dir / "checkpoint", meta=meta)
+    plot = plot_training(logger, run_dir)
+    final = summary["evaluations"][-1] if summary["evaluations"] else {}
+    videos = record_videos(
+        trained,
+        task,
+        kwargs,
+        run_dir,
+        count=1,
+        seed=cfg.eval_seed,
+        execute_horizon=cfg.execute_horizon,
+        prefix="bc",
+    )
+    store.close()
+    return {
+        "command": "train-bc",
+        "policy": cfg.policy,
+        "task": task,
+        "episodes": int(train_mask.sum()),
+        "steps": summary["steps"],
+        "train_wall_s": summary["train_wall_s"],
+        "final_loss": round(summary["final_loss"], 5),
+        "val_loss": final.get("val_loss"),
+        "success_rate": final.get("success_rate"),
+        "eval_episodes": cfg.eval_episodes,
+        "checkpoint": str(ckpt),
+        "plot": str(plot),
+        "videos": videos,
+        "run_dir": str(run_dir),
+    }
