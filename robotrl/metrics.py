@@ -70,7 +70,8 @@ class MetricsLogger:
             if log_y and log_y.get(j):
                 ax.set_yscale("log")
             ax.grid(alpha=0.3)
-            ax.legend()
+            if ax.lines:
+                ax.legend()
         fig.tight_layout()
         out = Path(path)
         fig.savefig(out, dpi=110)

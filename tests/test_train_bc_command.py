@@ -1,0 +1,101 @@
+"""train-bc and eval end to end on a tiny reach dataset (a few seconds)."""
+
+import json
+
+import pytest
+
+from policies.checkpoint import load_policy
+from robotrl.cli import compose, main
+from robotrl.collect_command import run_collect
+from robotrl.train_bc_command import run_train_bc
+
+
+@pytest.fixture(scope="module")
+def reach_store(tmp_path_factory):
+    out = tmp_path_factory.mktemp("data") / "reach.zarr"
+    run_collect(
+        compose(
+            "collect", ["task=reach", "device=expert", "episodes=6", f"out={out}", "viewer=off"]
+        )
+    )
+    return out
+
+
+@pytest.mark.parametrize("policy", ["flow", "diffusion"])
+def test_train_bc_writes_checkpoint_curves_and_json(tmp_path, reach_store, policy):
+    cfg = compose(
+        "train_bc",
+        [
+            f"dataset={reach_store}",
+            f"policy={policy}",
+            "steps=40",
+            "batch_size=32",
+            "eval_episodes=2",
+            "eval_every=20",
+            "hidden=32",
+            f"output_dir={tmp_path}",
+            "progress=false",
+            "val_ratio=0.2",
+        ],
+    )
+    out = run_train_bc(cfg)
+    assert out["task"] == "reach" and out["steps"] == 40 and out["episodes"] == 5
+    assert 0.0 <= out["success_rate"] <= 1.0 and out["val_loss"] > 0
+    policy_obj, meta = load_policy(out["checkpoint"])
+    assert meta["task"] == "reach" and meta["execute_horizon"] == 8
+    assert policy_obj.policy_type == policy
+    assert (tmp_path / out["run_dir"].split(str(tmp_path))[-1].lstrip("/") / "metrics.csv").exists()
+    with open(out["plot"], "rb") as f:
+        assert f.read(4) == b"\x89PNG"
+    assert len(out["videos"]) == 1
+
+
+def test_eval_cli_parallel_envs(tmp_path, reach_store, capsys):
+    cfg = compose(
+        "train_bc",
+        [
+            f"dataset={reach_store}",
+            "steps=20",
+            "batch_size=32",
+            "eval_episodes=0",
+            "hidden=32",
+            f"output_dir={tmp_path}",
+            "progress=false",
+        ],
+    )
+    ckpt = run_train_bc(cfg)["checkpoint"]
+    rc = main(
+        [
+            "eval",
+            f"checkpoint={ckpt}",
+            "episodes=4",
+            "num_envs=2",
+            "videos=1",
+            "video_size=[48,64]",
+            f"output_dir={tmp_path}",
+            "progress=false",
+        ]
+    )
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["episodes"] == 4 and out["num_envs"] == 2 and len(out["videos"]) == 1
+    lo, hi = out["success_ci95"]
+    assert lo <= out["success_rate"] <= hi
+
+
+def test_bad_inputs_are_clear_errors(tmp_path, reach_store, capsys):
+    assert main(["train-bc", f"dataset={tmp_path / 'none.zarr'}"]) == 2
+    assert (
+        main(
+            [
+                "train-bc",
+                f"dataset={reach_store}",
+                "obs_keys=[state/nope]",
+                f"output_dir={tmp_path}",
+            ]
+        )
+        == 2
+    )
+    assert "state/nope" in capsys.readouterr().err
+    assert main(["eval", f"checkpoint={tmp_path}"]) == 2
+    assert "no checkpoint" in capsys.readouterr().err
