@@ -285,10 +285,14 @@ def test_import_of_missing_dir_and_into_existing_store(src: EpisodeStore, tmp_pa
 
 
 # --------------------------------------------------------------------------- real lerobot
-def _lerobot_dataset_cls() -> type:
+@pytest.fixture()
+def lerobot_dataset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> type:
+    """lerobot's LeRobotDataset class; Hugging Face datasets' cache goes to tmp_path."""
     pytest.importorskip("lerobot", reason="needs lerobot (run in the venv of .ci/lerobot_env.sh)")
+    import datasets
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf_datasets_cache")
     return LeRobotDataset
 
 
@@ -299,8 +303,7 @@ def _to_uint8_hwc(image: object) -> np.ndarray:
 
 @pytest.mark.lerobot
 @pytest.mark.parametrize("video", [False, True])
-def test_lerobot_loads_our_export(tmp_path: Path, video: bool) -> None:
-    lerobot_dataset = _lerobot_dataset_cls()
+def test_lerobot_loads_our_export(tmp_path: Path, lerobot_dataset: type, video: bool) -> None:
     src = _make_store(tmp_path / "src.zarr", noise_images=not video)
     root = export_lerobot(src.path, tmp_path / "lr", repo_id="local/robotrl", video=video)
     # torchcodec needs system FFmpeg libraries; pyav ships its own
@@ -335,9 +338,8 @@ def test_lerobot_loads_our_export(tmp_path: Path, video: bool) -> None:
     assert np.array_equal(item["action"][: LENGTHS[1]].numpy(), src.get("action")[6:15])
 
 
-def _record_with_lerobot(root: Path, video: bool) -> dict[str, np.ndarray]:
+def _record_with_lerobot(lerobot_dataset: type, root: Path, video: bool) -> dict[str, np.ndarray]:
     """Write 3 episodes with lerobot's own recording API; returns what was recorded."""
-    lerobot_dataset = _lerobot_dataset_cls()
     features = {
         "observation.state": {"dtype": "float32", "shape": (4,), "names": ["j0", "j1", "j2", "g"]},
         "observation.images.top": {
@@ -379,8 +381,10 @@ def _record_with_lerobot(root: Path, video: bool) -> dict[str, np.ndarray]:
 
 @pytest.mark.lerobot
 @pytest.mark.parametrize("video", [False, True])
-def test_lerobot_written_dataset_imports(tmp_path: Path, video: bool) -> None:
-    rec = _record_with_lerobot(tmp_path / "native", video)
+def test_lerobot_written_dataset_imports(
+    tmp_path: Path, lerobot_dataset: type, video: bool
+) -> None:
+    rec = _record_with_lerobot(lerobot_dataset, tmp_path / "native", video)
     store = import_lerobot(tmp_path / "native", tmp_path / "back.zarr")
     assert store.num_episodes == 3 and store.fps == FPS
     assert np.array_equal(store.episode_ends, np.cumsum(LENGTHS))
@@ -397,7 +401,6 @@ def test_lerobot_written_dataset_imports(tmp_path: Path, video: bool) -> None:
     else:
         assert np.array_equal(images, rec["image"])
     # and our export of it loads in lerobot again with the same frames
-    lerobot_dataset = _lerobot_dataset_cls()
     again = export_lerobot(store.path, tmp_path / "again")
     ds = lerobot_dataset("local/again", root=again)
     for i in (0, LENGTHS[0], len(ds) - 1):

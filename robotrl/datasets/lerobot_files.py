@@ -114,6 +114,14 @@ def column_to_numpy(column: pa.ChunkedArray | pa.Array, feature: dict[str, Any])
     return out if shape == (1,) else out.reshape(len(arr), *shape)
 
 
+def numeric_cells(rows: np.ndarray) -> pa.Array:
+    """(L,) -> arrow values; (L, D) -> ``fixed_size_list<D>`` cells (no per-row copies)."""
+    if rows.ndim == 1:
+        return pa.array(rows)
+    flat = pa.array(np.ascontiguousarray(rows).reshape(-1))
+    return pa.FixedSizeListArray.from_arrays(flat, rows.shape[1])
+
+
 # ------------------------------------------------------------------ images
 def encode_png(image: np.ndarray) -> bytes:
     """(H, W, 3) uint8 RGB -> PNG bytes (lossless)."""

@@ -91,6 +91,7 @@ from robotrl.datasets.lerobot_files import (
     data_schema,
     fsync_tree,
     image_cells,
+    numeric_cells,
     stats_to_json,
     video_info,
     write_json,
@@ -270,7 +271,7 @@ def _write(
             elif spec["dtype"] == "image":
                 cols[feat] = image_cells(rows[feat])
             else:
-                cols[feat] = pa.array(list(rows[feat]) if rows[feat].ndim > 1 else rows[feat])
+                cols[feat] = numeric_cells(rows[feat])
         chunk, file = data.write(pa.table(cols))
         ep.update(
             {
