@@ -106,7 +106,7 @@ VIDEO_CRF = 18  # x264 quality for video=True (lerobot records at 30; 18 is near
 
 @dataclass
 class _Plan:
-    """How store columns map to LeRobot features (both directions)."""
+    """How store columns map to LeRobot features (recorded in info.json for the import)."""
 
     features: dict[str, dict[str, Any]] = field(default_factory=dict)
     # disk_name -> (feature, start, stop): the store column is feature[..., start:stop]

@@ -91,6 +91,8 @@ def import_lerobot(
                 meta, final = _native_meta(ep, rows, data, columns, tasks, info)
             else:
                 meta, final = _robotrl_meta(ep, columns)
+            # _commit, not EpisodeWriter: the writer measures duration/start time itself,
+            # and the round trip must restore the recorded ones
             store._commit(data, final, meta)
     except BaseException as e:
         store.close()
