@@ -3,6 +3,10 @@
 Each env keeps its last To observations (edge-padded with the first one after a reset, as the
 training windows are) and a queue of actions. When an env's queue is empty the policy is run
 (batched over every env that needs a chunk) and the first Te actions of the chunk are queued.
+
+Language-conditioned policies (those with a ``tokenizer``, e.g. :class:`policies.vla.TinyVLA`)
+also read ``obs["language"]``, the env's instruction string; the runner tokenises the latest one
+of each env into the ``(B, L)`` id batch the policy expects (no history: it is per episode).
 """
 
 from __future__ import annotations
@@ -14,11 +18,17 @@ from typing import Any
 import numpy as np
 import torch
 
+LANGUAGE_KEY = "language"  # the instruction entry of an observation (str at the env)
+
 
 def policy_keys(policy: Any) -> list[str]:
-    """Observation keys a policy reads (its state entries and cameras)."""
+    """Observation keys a policy reads (its state entries and cameras, and ``language`` for
+    policies with a tokenizer)."""
     cfg = policy.config
-    return [*cfg["state_dims"], *cfg.get("image_keys", [])]
+    keys = [*cfg["state_dims"], *cfg.get("image_keys", [])]
+    if getattr(policy, "tokenizer", None) is not None:
+        keys.append(LANGUAGE_KEY)
+    return keys
 
 
 class ChunkRunner:
@@ -63,6 +73,17 @@ class ChunkRunner:
         else:
             h.append(entry)
 
+    def plan_first(self, env_id: int, obs: Mapping[str, np.ndarray]) -> np.ndarray:
+        """First action (Da,) of a fresh chunk planned from env ``env_id``'s history plus
+        ``obs``, without changing the history or the queue (e.g. the base action at a
+        terminal observation, for bootstrapping)."""
+        to = self.policy.obs_horizon
+        h = [*self.history[env_id], {k: np.asarray(obs[k]) for k in self.keys}][-to:]
+        h = [h[0]] * (to - len(h)) + h  # edge-pad a short history
+        batch = {k: torch.from_numpy(np.stack([e[k] for e in h])[None]) for k in self.keys}
+        with torch.no_grad():
+            return self.policy.predict_chunk(batch)[0, 0].cpu().numpy().astype(np.float32)
+
     def act(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
         """Actions (N, Da) for a batched observation ``{key: (N, ...)}``."""
         for i in range(self.num_envs):
@@ -74,7 +95,12 @@ class ChunkRunner:
                     np.stack([np.stack([h[k] for h in self.history[i]]) for i in need])
                 )
                 for k in self.keys
+                if k != LANGUAGE_KEY
             }
+            if LANGUAGE_KEY in self.keys:
+                texts = [str(self.history[i][-1][LANGUAGE_KEY]) for i in need]
+                ids, _ = self.policy.tokenizer.encode_batch(texts)
+                batch[LANGUAGE_KEY] = torch.from_numpy(ids)
             with torch.no_grad():
                 chunk = self.policy.predict_chunk(batch).cpu().numpy()
             self.inference_calls += 1

@@ -1,0 +1,1 @@
+"""RL algorithms: residual off-policy RL, flow policy gradients, safety critic, reward model."""

@@ -1,0 +1,208 @@
+"""Residual off-policy RL on a frozen chunked base policy (ResFiT; ALGORITHMS.md section 2).
+
+The base (any :class:`robotrl.types.ChunkPolicy`, frozen) proposes ``a_b`` from its chunk
+queue; a small deterministic actor adds ``a_r = scale * tanh(f(s, a_b))`` and the robot executes
+``a = clip(a_b + a_r, -1, 1)``. The actor's last layer starts at zero, so before any update the
+executed policy IS the base policy. A TD3-style learner trains ``f`` against an ensemble of
+LayerNorm critics on the executed action:
+
+    y = R_n + discount * min_{2 random heads} Q'(s', clip(a_b' + a_r'(s', a_b') + eps, -1, 1))
+    critic loss = sum_e (Q_e(s, a) - y)^2 / E,    actor loss = -mean_e Q_e(s, clip(a_b + a_r))
+
+with target smoothing noise ``eps ~ clip(N(0, target_noise^2), +-target_noise_clip)``,
+n-step returns from the replay buffer and Polyak-averaged targets. Batches mix demo and online
+transitions (RLPD symmetric sampling; see :class:`robotrl.datasets.MixedReplay`).
+
+Observations reach the agent as flat feature vectors ``obs`` (B, O) (see
+:class:`StateFeaturizer`) plus the base action ``base`` (B, A).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from robotrl.algos.networks import EnsembleCritic, mlp
+
+
+@dataclass
+class ResidualConfig:
+    """Hyperparameters (defaults: ALGORITHMS.md, with the actor lr raised for CPU budgets).
+
+    Attributes:
+        scale: bound of the residual [action units]; ResFiT uses 0.1 (0.2 in paper runs).
+        hidden: width of actor and critic MLPs. actor_layers, critic_layers: hidden layers.
+        ensemble: critic heads E. target_heads: heads whose min forms the target.
+        layer_norm: LayerNorm in the critics (and actor).
+        gamma: discount. n_step: n of the returns (set in the replay buffer). tau: Polyak rate.
+        critic_lr, actor_lr: Adam learning rates. The paper's actor lr (1e-6..5e-6) is tuned
+            for hours of training; 1e-4 gets the same direction within a CPU budget.
+        grad_clip: max gradient norm. actor_delay: critic updates per actor update.
+        explore_std: exploration noise on the executed action (truncated at 2 std).
+        target_noise, target_noise_clip: TD3 target policy smoothing on the residual.
+        batch_size: transitions per update. utd: updates per env step.
+        demo_fraction: share of each batch from the demo buffer.
+    """
+
+    scale: float = 0.1
+    hidden: int = 256
+    actor_layers: int = 2
+    critic_layers: int = 2
+    ensemble: int = 10
+    target_heads: int = 2
+    layer_norm: bool = True
+    gamma: float = 0.99
+    n_step: int = 3
+    tau: float = 0.005
+    critic_lr: float = 1e-4
+    actor_lr: float = 1e-4
+    grad_clip: float = 1.0
+    actor_delay: int = 2
+    explore_std: float = 0.05
+    target_noise: float = 0.1
+    target_noise_clip: float = 0.3
+    batch_size: int = 256
+    utd: int = 4
+    demo_fraction: float = 0.5
+
+
+class StateFeaturizer:
+    """Concatenates chosen ``state/*`` entries of an observation dict and standardises them.
+
+    Args:
+        keys: state keys in order. stats: ``{key: {"mean", "std"}}``.
+    """
+
+    def __init__(self, keys: Sequence[str], stats: Mapping[str, Mapping[str, np.ndarray]]) -> None:
+        missing = [k for k in keys if k not in stats]
+        if missing:
+            raise KeyError(f"no statistics for {missing}")
+        self.keys = list(keys)
+        self.mean = np.concatenate([np.asarray(stats[k]["mean"], np.float32) for k in keys])
+        std = np.concatenate([np.asarray(stats[k]["std"], np.float32) for k in keys])
+        self.inv_std = 1.0 / np.maximum(std, 1e-3)
+
+    @property
+    def dim(self) -> int:
+        return int(self.mean.shape[0])
+
+    def __call__(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
+        """(..., O) float32 features of one observation (or a batch with leading dims)."""
+        x = np.concatenate([np.asarray(obs[k], np.float32) for k in self.keys], axis=-1)
+        return ((x - self.mean) * self.inv_std).astype(np.float32)
+
+
+def _truncated_normal(shape: tuple[int, ...], std: float, rng: np.random.Generator) -> np.ndarray:
+    return np.clip(rng.normal(0.0, std, shape), -2 * std, 2 * std)
+
+
+class ResidualAgent(nn.Module):
+    """Residual actor + critic ensemble + their targets and optimisers.
+
+    Args:
+        obs_dim: O. act_dim: A. cfg: hyperparameters. seed: torch seed for the init.
+    """
+
+    def __init__(self, obs_dim: int, act_dim: int, cfg: ResidualConfig, seed: int = 0) -> None:
+        super().__init__()
+        if cfg.target_heads > cfg.ensemble:
+            raise ValueError(f"target_heads {cfg.target_heads} > ensemble {cfg.ensemble}")
+        torch.manual_seed(seed)
+        self.cfg, self.obs_dim, self.act_dim = cfg, obs_dim, act_dim
+        self.actor = mlp(obs_dim + act_dim, act_dim, cfg.hidden, cfg.actor_layers, cfg.layer_norm)
+        last = self.actor[-1]
+        nn.init.zeros_(last.weight)  # step 0: the executed policy is the base policy
+        nn.init.zeros_(last.bias)
+        self.critic = EnsembleCritic(
+            obs_dim, act_dim, cfg.hidden, cfg.critic_layers, cfg.ensemble, cfg.layer_norm
+        )
+        self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr)
+        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
+        self.updates = 0
+
+    def config_dict(self) -> dict[str, Any]:
+        return {"obs_dim": self.obs_dim, "act_dim": self.act_dim, **asdict(self.cfg)}
+
+    # ------------------------------------------------------------------ acting
+    def residual(self, obs: torch.Tensor, base: torch.Tensor, target: bool = False) -> torch.Tensor:
+        """(B, A) residual ``scale * tanh(f(obs, base))``."""
+        net = self.actor_target if target else self.actor
+        return self.cfg.scale * torch.tanh(net(torch.cat([obs, base], dim=-1)))
+
+    @torch.no_grad()
+    def act(
+        self,
+        obs: np.ndarray,
+        base: np.ndarray,
+        *,
+        explore: bool,
+        rng: np.random.Generator | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Executed actions (B, A) in [-1, 1] and residuals (B, A); obs (B, O), base (B, A)."""
+        res = self.residual(torch.from_numpy(obs), torch.from_numpy(base.astype(np.float32)))
+        res = res.numpy()
+        a = base + res
+        if explore:
+            a = a + _truncated_normal(a.shape, self.cfg.explore_std, rng or np.random.default_rng())
+        return np.clip(a, -1.0, 1.0).astype(np.float32), res
+
+    # ------------------------------------------------------------------ learning
+    def update(
+        self, batch: Mapping[str, Any], update_actor: bool | None = None
+    ) -> dict[str, float]:
+        """One critic update (and an actor update every ``actor_delay``) on a replay batch
+        with ``obs``/``next_obs`` dicts holding ``features`` (B, O) and ``base_action`` (B, A),
+        ``action`` (B, A), ``reward`` (B,) n-step return, ``discount`` (B,)."""
+        cfg = self.cfg
+        obs = torch.as_tensor(batch["obs"]["features"])
+        base = torch.as_tensor(batch["obs"]["base_action"])
+        action = torch.as_tensor(batch["action"])
+        reward = torch.as_tensor(batch["reward"])
+        discount = torch.as_tensor(batch["discount"])
+        next_obs = torch.as_tensor(batch["next_obs"]["features"])
+        next_base = torch.as_tensor(batch["next_obs"]["base_action"])
+
+        with torch.no_grad():
+            noise = (torch.randn_like(next_base) * cfg.target_noise).clamp(
+                -cfg.target_noise_clip, cfg.target_noise_clip
+            )
+            next_res = self.residual(next_obs, next_base, target=True) + noise
+            next_a = (next_base + next_res).clamp(-1.0, 1.0)
+            q_next = self.critic_target(next_obs, next_a)  # (E, B)
+            heads = torch.randperm(cfg.ensemble)[: cfg.target_heads]
+            y = reward + discount * q_next[heads].min(dim=0).values
+        q = self.critic(obs, action)
+        critic_loss = ((q - y[None]) ** 2).mean(dim=1).sum() / cfg.ensemble
+        self.critic_opt.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        nn.utils.clip_grad_norm_(self.critic.parameters(), cfg.grad_clip)
+        self.critic_opt.step()
+        self.updates += 1
+        logs = {"critic_loss": critic_loss.item(), "q_mean": q.mean().item()}
+
+        if update_actor is None:
+            update_actor = self.updates % cfg.actor_delay == 0
+        if update_actor:
+            a = (base + self.residual(obs, base)).clamp(-1.0, 1.0)
+            actor_loss = -self.critic(obs, a).mean()
+            self.actor_opt.zero_grad(set_to_none=True)
+            actor_loss.backward()
+            nn.utils.clip_grad_norm_(self.actor.parameters(), cfg.grad_clip)
+            self.actor_opt.step()
+            logs["actor_loss"] = actor_loss.item()
+            self._soft_update(self.actor_target, self.actor)
+        self._soft_update(self.critic_target, self.critic)
+        return logs
+
+    @torch.no_grad()
+    def _soft_update(self, target: nn.Module, source: nn.Module) -> None:
+        for t, s in zip(target.parameters(), source.parameters(), strict=True):
+            t.lerp_(s, self.cfg.tau)

@@ -1,0 +1,362 @@
+"""The residual RL loop: frozen base in chunk mode, residual actor on top, demo + online replay,
+optional human (or scripted) interventions. Reads top to bottom like a cleanrl script, but is a
+function so the CLI, tests and benchmarks share it.
+
+Per env step, for N envs stepped in this process:
+1. the base's chunk queue gives ``a_b`` for every env; the residual actor adds ``a_r``
+   (during warm-up: base + uniform noise);
+2. an intervening human replaces the executed action; such transitions go to the online AND
+   the demo buffer (HIL-SERL) and are counted per episode;
+3. the transition ``(s, a_b, a, r, s', a_b')`` is stored once ``a_b'`` is known (the next
+   step's queue action, or a fresh plan at an episode end);
+4. after ``warmup_steps`` env steps, ``critic_warmup_updates`` critic-only updates, then
+   ``utd`` updates per env step on batches mixing demos and online data.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from robotrl.algos.residual import ResidualAgent, ResidualConfig, StateFeaturizer
+from robotrl.chunk_runner import ChunkRunner
+from robotrl.datasets import EpisodeStore, MixedReplay, ReplayBuffer
+from robotrl.metrics import MetricsLogger
+
+# intervener(env_id, obs, proposed_action) -> the human's action, or None when not intervening
+Intervener = Callable[[int, Mapping[str, np.ndarray], np.ndarray], "np.ndarray | None"]
+
+
+@dataclass
+class TrainConfig:
+    """Schedule of :func:`train_residual`.
+
+    Attributes:
+        total_steps: env steps (summed over envs). warmup_steps: env steps of base + uniform
+        noise before learning. warmup_noise: half-width of that noise [action units].
+        critic_warmup_updates: critic-only updates before the actor starts.
+        eval_every: env steps between evaluations. eval_episodes: episodes per evaluation.
+        eval_seed: first evaluation seed. buffer_size: online capacity. seed: all RNGs.
+        target_success: stop early once an evaluation reaches it (None: run to the end).
+    """
+
+    total_steps: int = 20_000
+    warmup_steps: int = 1_000
+    warmup_noise: float = 0.05
+    critic_warmup_updates: int = 1_000
+    eval_every: int = 2_000
+    eval_episodes: int = 20
+    eval_seed: int = 100_000
+    buffer_size: int = 200_000
+    seed: int = 0
+    target_success: float | None = None
+
+
+@dataclass
+class TrainResult:
+    agent: ResidualAgent
+    evaluations: list[dict[str, float]] = field(default_factory=list)
+    episodes: list[dict[str, float]] = field(default_factory=list)
+    env_steps: int = 0
+    wall_s: float = 0.0
+    steps_to_target: int | None = None
+
+
+def _spec(feat_dim: int, act_dim: int) -> dict[str, tuple[tuple[int, ...], Any]]:
+    return {"features": ((feat_dim,), np.float32), "base_action": ((act_dim,), np.float32)}
+
+
+def demo_buffer(
+    store: EpisodeStore,
+    base: Any,
+    featurizer: StateFeaturizer,
+    cfg: ResidualConfig,
+    capacity: int | None = None,
+) -> ReplayBuffer:
+    """Demo transitions: the demo action as executed action, the base action recomputed (a
+    fresh plan) on each demo observation window, per-step rewards and episode ends from the
+    store."""
+    act_dim = int(store.array("action").shape[1])
+    buf = ReplayBuffer(
+        capacity or max(store.num_steps, 1),
+        _spec(featurizer.dim, act_dim),
+        act_dim,
+        n_step=cfg.n_step,
+        gamma=cfg.gamma,
+    )
+    keys = [*base.config["state_dims"], *base.config.get("image_keys", [])]
+    needed = list(dict.fromkeys([*keys, *featurizer.keys]))
+    for i in range(store.num_episodes):
+        full = store.episode(i)
+        t_len = len(full["action"])
+        obs_seq = [{k: full[k][t] for k in needed} for t in range(t_len)]
+        obs_seq.append({k: np.asarray(full["final_obs"][k]) for k in needed})
+        base_actions = _replanned_base_actions(base, obs_seq, keys)
+        feats = featurizer({k: np.stack([o[k] for o in obs_seq]) for k in featurizer.keys})
+        terminated = bool(full["terminated"])
+        for t in range(t_len):
+            last = t == t_len - 1
+            buf.add(
+                {"features": feats[t], "base_action": base_actions[t]},
+                full["action"][t],
+                float(full["reward"][t]),
+                {"features": feats[t + 1], "base_action": base_actions[t + 1]},
+                terminated=last and terminated,
+                truncated=last and not terminated,
+            )
+    return buf
+
+
+@torch.no_grad()
+def _replanned_base_actions(
+    base: Any, obs_seq: Sequence[Mapping[str, np.ndarray]], keys: Sequence[str]
+) -> np.ndarray:
+    """(T, Da) first action of a chunk planned at every step of a sequence (edge-padded)."""
+    to = base.obs_horizon
+    idx = np.clip(np.arange(len(obs_seq))[:, None] + np.arange(-to + 1, 1)[None], 0, None)
+    stacked = {k: np.stack([o[k] for o in obs_seq]) for k in keys}
+    out = []
+    for start in range(0, len(obs_seq), 256):
+        rows = idx[start : start + 256]
+        batch = {k: torch.from_numpy(v[rows]) for k, v in stacked.items()}
+        out.append(base.predict_chunk(batch)[:, 0].cpu().numpy())
+    return np.concatenate(out).astype(np.float32)
+
+
+def evaluate_residual(
+    agent: ResidualAgent,
+    base: Any,
+    featurizer: StateFeaturizer,
+    make_env: Callable[[], Any],
+    episodes: int,
+    seed: int,
+    execute_horizon: int,
+) -> dict[str, float]:
+    """Deterministic residual on top of the base: success rate and mean length."""
+    env = make_env()
+    runner = ChunkRunner(base, 1, execute_horizon)
+    successes, lengths, residuals = [], [], []
+    try:
+        for ep in range(episodes):
+            obs, _ = env.reset(seed=seed + ep)
+            runner.reset()
+            done, t, success = False, 0, False
+            while not done:
+                batch = {k: np.asarray(v)[None] for k, v in obs.items()}
+                a_b = runner.act(batch)
+                a, res = agent.act(featurizer(batch), a_b, explore=False)
+                residuals.append(res[0])
+                obs, _, terminated, truncated, info = env.step(a[0])
+                success |= bool(info.get("success"))
+                done = terminated or truncated
+                t += 1
+            successes.append(success)
+            lengths.append(t)
+    finally:
+        env.close()
+    res_mean = np.mean(residuals, axis=0)
+    out = {
+        "success_rate": float(np.mean(successes)),
+        "mean_length": float(np.mean(lengths)),
+        "residual_abs_mean": float(np.mean(np.abs(residuals))),
+    }
+    out.update({f"residual_mean_{j}": float(v) for j, v in enumerate(res_mean)})
+    return out
+
+
+def train_residual(
+    base: Any,
+    make_env: Callable[[], Any],
+    featurizer: StateFeaturizer,
+    cfg: ResidualConfig,
+    train: TrainConfig,
+    *,
+    demos: ReplayBuffer | None = None,
+    num_envs: int = 1,
+    execute_horizon: int = 8,
+    intervener: Intervener | None = None,
+    logger: MetricsLogger | None = None,
+    progress: bool = True,
+    agent: ResidualAgent | None = None,
+) -> TrainResult:
+    """Train a residual actor on the frozen ``base``; see the module docstring."""
+    rng = np.random.default_rng(train.seed)
+    torch.manual_seed(train.seed)
+    base.eval()
+    for p in getattr(base, "parameters", lambda: [])():
+        p.requires_grad_(False)
+    act_dim = base.action_dim
+    agent = agent or ResidualAgent(featurizer.dim, act_dim, cfg, seed=train.seed)
+    online = ReplayBuffer(
+        train.buffer_size,
+        _spec(featurizer.dim, act_dim),
+        act_dim,
+        n_step=cfg.n_step,
+        gamma=cfg.gamma,
+        num_envs=num_envs,
+    )
+    demo = demos or ReplayBuffer(
+        1, _spec(featurizer.dim, act_dim), act_dim, n_step=cfg.n_step, gamma=cfg.gamma
+    )
+    hil = ReplayBuffer(
+        max(train.buffer_size // 4, 1),
+        _spec(featurizer.dim, act_dim),
+        act_dim,
+        n_step=cfg.n_step,
+        gamma=cfg.gamma,
+        num_envs=num_envs,
+    )
+    # Interventions join the demo side of every batch (HIL-SERL): demos and human data are
+    # sampled together in proportion to their sizes.
+    demo_side = _UnionBuffer([demo, hil]) if demos is not None else hil
+    replay = MixedReplay(online, demo_side, cfg.demo_fraction)  # type: ignore[arg-type]
+
+    envs = [make_env() for _ in range(num_envs)]
+    runner = ChunkRunner(base, num_envs, execute_horizon)
+    obs_list = [env.reset(seed=train.seed + 1000 * i)[0] for i, env in enumerate(envs)]
+    episode_counter = [0] * num_envs
+    pending: list[tuple | None] = [None] * num_envs
+    ep_stats = [{"len": 0, "interventions": 0, "success": False} for _ in range(num_envs)]
+    result = TrainResult(agent=agent)
+    start = time.perf_counter()
+    bar = tqdm(total=train.total_steps, desc="residual", disable=not progress)
+    env_steps, critic_warm = 0, False
+    last_logs: dict[str, float] = {}
+
+    def evaluate_now() -> None:
+        ev = evaluate_residual(
+            agent, base, featurizer, make_env, train.eval_episodes, train.eval_seed, execute_horizon
+        )
+        recent = result.episodes[-20:]
+        row = {
+            "env_steps": env_steps,
+            "wall_s": time.perf_counter() - start,
+            **ev,
+            "train_success": float(np.mean([e["success"] for e in recent])) if recent else 0.0,
+            "intervention_rate": float(np.mean([e["intervention_rate"] for e in recent]))
+            if recent
+            else 0.0,
+            **last_logs,
+        }
+        result.evaluations.append(row)
+        if logger is not None:
+            logger.log(**row)
+        bar.set_postfix(success=f"{ev['success_rate']:.2f}")
+        if (
+            result.steps_to_target is None
+            and train.target_success is not None
+            and ev["success_rate"] >= train.target_success
+        ):
+            result.steps_to_target = env_steps
+
+    evaluate_now()  # the base alone (the residual starts at zero)
+    while env_steps < train.total_steps:
+        batch_obs = {k: np.stack([o[k] for o in obs_list]) for k in obs_list[0]}
+        a_b = runner.act(batch_obs)
+        feats = featurizer(batch_obs)
+        for i in range(num_envs):  # complete the previous transitions now that a_b' is known
+            if pending[i] is not None:
+                _store(online, hil, pending[i], feats[i], a_b[i], i)
+                pending[i] = None
+        if env_steps < train.warmup_steps:
+            noise = rng.uniform(-train.warmup_noise, train.warmup_noise, a_b.shape)
+            actions = np.clip(a_b + noise, -1, 1).astype(np.float32)
+        else:
+            actions, _ = agent.act(feats, a_b, explore=True, rng=rng)
+        for i, env in enumerate(envs):
+            human = intervener(i, obs_list[i], actions[i]) if intervener is not None else None
+            took_over = human is not None
+            a = np.asarray(human, np.float32) if took_over else actions[i]
+            next_obs, reward, terminated, truncated, info = env.step(a)
+            st = ep_stats[i]
+            st["len"] += 1
+            st["interventions"] += int(took_over)
+            st["success"] |= bool(info.get("success"))
+            trans = (
+                feats[i],
+                a_b[i],
+                a,
+                float(reward),
+                bool(terminated),
+                bool(truncated),
+                took_over,
+            )
+            if terminated or truncated:
+                next_feat = featurizer({k: np.asarray(v)[None] for k, v in next_obs.items()})[0]
+                _store(online, hil, trans, next_feat, runner.plan_first(i, next_obs), i)
+                result.episodes.append(
+                    {
+                        "env_steps": env_steps + 1,
+                        "success": float(st["success"]),
+                        "length": st["len"],
+                        "intervention_rate": st["interventions"] / st["len"],
+                    }
+                )
+                episode_counter[i] += 1
+                ep_stats[i] = {"len": 0, "interventions": 0, "success": False}
+                next_obs, _ = env.reset(seed=train.seed + 1000 * i + episode_counter[i])
+                runner.reset([i])
+            else:
+                pending[i] = trans
+            obs_list[i] = next_obs
+            env_steps += 1
+            bar.update(1)
+        if env_steps >= train.warmup_steps:
+            if not critic_warm:
+                for _ in range(train.critic_warmup_updates):
+                    agent.update(replay.sample(cfg.batch_size, rng), update_actor=False)
+                critic_warm = True
+            for _ in range(cfg.utd * num_envs):
+                last_logs = agent.update(replay.sample(cfg.batch_size, rng))
+        every = max(train.eval_every, 1)
+        if env_steps // every != (env_steps - num_envs) // every:
+            evaluate_now()
+            if result.steps_to_target is not None:
+                break
+    bar.close()
+    for env in envs:
+        env.close()
+    result.env_steps = env_steps
+    result.wall_s = time.perf_counter() - start
+    return result
+
+
+def _store(
+    online: ReplayBuffer,
+    hil: ReplayBuffer,
+    trans: tuple,
+    next_feat: np.ndarray,
+    next_base: np.ndarray,
+    env_id: int,
+) -> None:
+    feat, base, action, reward, terminated, truncated, human = trans
+    o = {"features": feat, "base_action": base}
+    o2 = {"features": next_feat, "base_action": next_base}
+    online.add(o, action, reward, o2, terminated, truncated, env_id=env_id)
+    if human:
+        hil.add(o, action, reward, o2, terminated, truncated, env_id=env_id)
+
+
+class _UnionBuffer:
+    """Samples several replay buffers as one, in proportion to their sizes."""
+
+    def __init__(self, buffers: Sequence[ReplayBuffer]) -> None:
+        self.buffers = list(buffers)
+        self.obs_spec = self.buffers[0].obs_spec
+
+    def __len__(self) -> int:
+        return sum(len(b) for b in self.buffers)
+
+    def sample(self, batch_size: int, rng: np.random.Generator) -> dict[str, Any]:
+        sizes = np.array([len(b) for b in self.buffers], float)
+        counts = rng.multinomial(batch_size, sizes / sizes.sum())
+        parts = [b.sample(int(n), rng) for b, n in zip(self.buffers, counts, strict=True) if n]
+        from robotrl.datasets.replay_buffer import _concat
+
+        return _concat(parts)

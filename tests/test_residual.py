@@ -1,0 +1,90 @@
+"""Residual RL: step 0 is the base, the TD3 learner's pieces, and it learns on a biased base."""
+
+import numpy as np
+import pytest
+import torch
+
+from robotrl.algos.residual import ResidualAgent, ResidualConfig, StateFeaturizer
+
+
+def _agent(**kw):
+    return ResidualAgent(4, 2, ResidualConfig(hidden=32, ensemble=4, **kw), seed=0)
+
+
+def test_step_zero_executes_the_base_policy():
+    agent = _agent()
+    obs = np.random.default_rng(0).normal(size=(16, 4)).astype(np.float32)
+    base = np.random.default_rng(1).uniform(-1, 1, (16, 2)).astype(np.float32)
+    a, res = agent.act(obs, base, explore=False)
+    np.testing.assert_array_equal(res, 0.0)
+    np.testing.assert_array_equal(a, base)
+
+
+def test_residual_is_bounded_by_scale_and_exploration_by_two_std():
+    agent = _agent(scale=0.1, explore_std=0.05)
+    with torch.no_grad():
+        agent.actor[-1].weight.normal_(0, 10.0)
+    obs = np.random.default_rng(0).normal(size=(256, 4)).astype(np.float32)
+    base = np.zeros((256, 2), np.float32)
+    _, res = agent.act(obs, base, explore=False)
+    assert np.abs(res).max() <= 0.1 + 1e-6 and np.abs(res).max() > 0.09
+    a, res = agent.act(obs, base, explore=True, rng=np.random.default_rng(0))
+    assert np.abs(a - res).max() <= 0.1 + 1e-6
+
+
+def _batch(rng, b=64, reward=1.0, discount=0.0):
+    f = lambda: rng.normal(size=(b, 4)).astype(np.float32)  # noqa: E731
+    g = lambda: rng.uniform(-1, 1, (b, 2)).astype(np.float32)  # noqa: E731
+    return {
+        "obs": {"features": f(), "base_action": g()},
+        "action": g(),
+        "reward": np.full(b, reward, np.float32),
+        "discount": np.full(b, discount, np.float32),
+        "next_obs": {"features": f(), "base_action": g()},
+    }
+
+
+def test_critic_regresses_to_terminal_rewards():
+    agent = _agent(critic_lr=1e-3)
+    rng = np.random.default_rng(0)
+    batch = _batch(rng, reward=1.0, discount=0.0)  # terminal: y = r exactly
+    for _ in range(300):
+        logs = agent.update(batch, update_actor=False)
+    assert logs["critic_loss"] < 1e-2 and abs(logs["q_mean"] - 1.0) < 0.05
+
+
+def test_actor_climbs_the_critic_and_targets_track():
+    agent = _agent(actor_lr=1e-2)
+    rng = np.random.default_rng(0)
+    batch = _batch(rng)
+    before = [p.clone() for p in agent.actor_target.parameters()]
+    obs = torch.from_numpy(batch["obs"]["features"])
+    base = torch.from_numpy(batch["obs"]["base_action"])
+    q0 = agent.critic(obs, (base + agent.residual(obs, base)).clamp(-1, 1)).mean().item()
+    for _ in range(50):
+        agent.update(batch, update_actor=True)
+    q1 = agent.critic(obs, (base + agent.residual(obs, base)).clamp(-1, 1)).mean().item()
+    assert q1 > q0
+    moved = [
+        (a - b).abs().max().item()
+        for a, b in zip(agent.actor_target.parameters(), before, strict=True)
+    ]
+    assert max(moved) > 0
+
+
+def test_featurizer_standardises_in_order():
+    stats = {
+        "state/a": {"mean": np.array([1.0]), "std": np.array([2.0])},
+        "state/b": {"mean": np.zeros(2), "std": np.ones(2)},
+    }
+    f = StateFeaturizer(["state/b", "state/a"], stats)
+    out = f({"state/a": np.array([5.0]), "state/b": np.array([3.0, 4.0])})
+    np.testing.assert_allclose(out, [3.0, 4.0, 2.0])
+    assert f.dim == 3
+    with pytest.raises(KeyError, match="state/c"):
+        StateFeaturizer(["state/c"], stats)
+
+
+def test_bad_config():
+    with pytest.raises(ValueError, match="target_heads"):
+        ResidualAgent(4, 2, ResidualConfig(ensemble=1, target_heads=2))
