@@ -84,7 +84,6 @@ from robotrl.datasets.lerobot_files import (
     TASKS_PATH,
     VIDEO_FILE_MB,
     VIDEO_PATH,
-    FeatureStats,
     LeRobotFormatError,
     RollingParquet,
     RollingVideo,
@@ -92,12 +91,12 @@ from robotrl.datasets.lerobot_files import (
     fsync_tree,
     image_cells,
     numeric_cells,
-    stats_to_json,
     video_info,
     write_json,
     write_tasks,
 )
 from robotrl.datasets.lerobot_import import import_lerobot
+from robotrl.datasets.lerobot_stats import FeatureStats, stats_to_json
 
 __all__ = ["LeRobotFormatError", "export_lerobot", "import_lerobot"]
 
