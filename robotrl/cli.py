@@ -35,10 +35,22 @@ def _train_bc(cfg: DictConfig) -> dict:
     return run_train_bc(cfg)
 
 
+def _train_rl(cfg: DictConfig) -> dict:
+    from robotrl.train_rl_command import run_train_rl
+
+    return run_train_rl(cfg)
+
+
 def _eval(cfg: DictConfig) -> dict:
     from robotrl.eval_command import run_eval
 
     return run_eval(cfg)
+
+
+def _train_reward(cfg: DictConfig) -> dict:
+    from robotrl.train_reward_command import run_train_reward
+
+    return run_train_reward(cfg)
 
 
 def _dataset(action: str) -> Command:
@@ -48,6 +60,18 @@ def _dataset(action: str) -> Command:
         return getattr(dataset_command, f"dataset_{action}")(cfg)
 
     return run
+
+
+def _distill(cfg: DictConfig) -> dict:
+    from robotrl.distill_command import run_distill
+
+    return run_distill(cfg)
+
+
+def _bench_latency(cfg: DictConfig) -> dict:
+    from robotrl.benchmarks.policy_latency import run_latency_benchmark
+
+    return run_latency_benchmark(cfg)
 
 
 def _bench_sim(cfg: DictConfig) -> dict:
@@ -62,6 +86,9 @@ COMMANDS: dict[str, tuple[str, Command, str]] = {
     "collect": ("collect", _collect, "teleop / expert data collection into a zarr episode store"),
     "train-bc": ("train_bc", _train_bc, "behavior cloning of a flow / diffusion policy"),
     "eval": ("eval", _eval, "success rate of a checkpoint in sim, with videos"),
+    "train-rl": ("train_rl", _train_rl, "RL on a BC checkpoint (algo=residual, human=...)"),
+    "distill": ("distill", _distill, "one-step student of a flow / diffusion checkpoint"),
+    "train-reward": ("train_reward", _train_reward, "success reward classifier from episodes"),
 }
 DATASET_ACTIONS: dict[str, tuple[str, Command, str]] = {
     "info": ("dataset", _dataset("info"), "what a store holds"),
@@ -71,6 +98,7 @@ DATASET_ACTIONS: dict[str, tuple[str, Command, str]] = {
 }
 BENCHMARKS: dict[str, tuple[str, Command, str]] = {
     "sim": ("bench_sim", _bench_sim, "env steps/s (1 and N envs) vs raw mj_step"),
+    "latency": ("bench_latency", _bench_latency, "per-chunk CPU latency of policies (+ LeRobot)"),
 }
 
 
