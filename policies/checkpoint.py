@@ -35,17 +35,42 @@ def _atomic_write(path: Path, write: Any) -> None:
     os.replace(tmp, path)
 
 
+def save_module(module: nn.Module, directory: str | os.PathLike[str], doc: dict[str, Any]) -> Path:
+    """Write any module's ``state_dict`` as safetensors and ``doc`` as YAML into ``directory``
+    (created), each atomically. The shared format of every robotrl checkpoint."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().contiguous().cpu() for k, v in module.state_dict().items()}
+    _atomic_write(d / WEIGHTS, lambda p: save_file(state, str(p)))
+    _atomic_write(d / CONFIG, lambda p: p.write_text(yaml.safe_dump(doc, sort_keys=False)))
+    return d
+
+
+def load_into(module: nn.Module, directory: str | os.PathLike[str]) -> None:
+    """Load ``directory``'s weights into ``module`` strictly, with a clear error on mismatch."""
+    d = Path(directory)
+    try:
+        state = load_file(str(d / WEIGHTS))
+    except (SafetensorError, OSError) as exc:
+        raise CheckpointError(f"cannot read weights {d / WEIGHTS}: {exc}") from exc
+    own = module.state_dict()
+    missing, unexpected = sorted(set(own) - set(state)), sorted(set(state) - set(own))
+    bad = [k for k in set(own) & set(state) if own[k].shape != state[k].shape]
+    if missing or unexpected or bad:
+        raise CheckpointError(
+            f"weights in {d} do not match the config: missing {missing[:5]}, unexpected "
+            f"{unexpected[:5]}, wrong shape {sorted(bad)[:5]}"
+        )
+    with torch.no_grad():
+        module.load_state_dict(state, strict=True)
+
+
 def save_policy(
     policy: nn.Module, directory: str | os.PathLike[str], meta: dict[str, Any] | None = None
 ) -> Path:
     """Write ``policy`` to ``directory`` (created); returns the directory."""
-    d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-    state = {k: v.detach().contiguous().cpu() for k, v in policy.state_dict().items()}
-    _atomic_write(d / WEIGHTS, lambda p: save_file(state, str(p)))
     doc = {"policy_type": policy.policy_type, "config": policy.config, "meta": meta or {}}
-    _atomic_write(d / CONFIG, lambda p: p.write_text(yaml.safe_dump(doc, sort_keys=False)))
-    return d
+    return save_module(policy, directory, doc)
 
 
 def read_config(directory: str | os.PathLike[str]) -> dict[str, Any]:
@@ -72,19 +97,6 @@ def load_policy(directory: str | os.PathLike[str]) -> tuple[nn.Module, dict[str,
         policy = make_policy(doc["policy_type"], **doc["config"])
     except TypeError as exc:
         raise CheckpointError(f"{d / CONFIG}: config does not fit the policy: {exc}") from exc
-    try:
-        state = load_file(str(d / WEIGHTS))
-    except (SafetensorError, OSError) as exc:
-        raise CheckpointError(f"cannot read weights {d / WEIGHTS}: {exc}") from exc
-    own = policy.state_dict()
-    missing, unexpected = sorted(set(own) - set(state)), sorted(set(state) - set(own))
-    bad = [k for k in set(own) & set(state) if own[k].shape != state[k].shape]
-    if missing or unexpected or bad:
-        raise CheckpointError(
-            f"weights in {d} do not match the config: missing {missing[:5]}, unexpected "
-            f"{unexpected[:5]}, wrong shape {sorted(bad)[:5]}"
-        )
-    with torch.no_grad():
-        policy.load_state_dict(state, strict=True)
+    load_into(policy, d)
     policy.eval()
     return policy, dict(doc.get("meta") or {})

@@ -70,6 +70,11 @@ class Normalizer(nn.Module):
         except AttributeError:
             raise KeyError(f"no normalisation statistics for {key!r}; have {self.keys}") from None
 
+    def affine(self, key: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(offset, scale)`` of ``key`` (numpy): ``normalize(x) = (x - offset) * scale``."""
+        scale, offset = self._params(key)
+        return offset.detach().cpu().numpy(), scale.detach().cpu().numpy()
+
     def normalize(self, key: str, x: torch.Tensor) -> torch.Tensor:
         scale, offset = self._params(key)
         return (x - offset) * scale

@@ -20,8 +20,10 @@ Observations reach the agent as flat feature vectors ``obs`` (B, O) (see
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -206,3 +208,33 @@ class ResidualAgent(nn.Module):
     def _soft_update(self, target: nn.Module, source: nn.Module) -> None:
         for t, s in zip(target.parameters(), source.parameters(), strict=True):
             t.lerp_(s, self.cfg.tau)
+
+
+def save_agent(
+    agent: ResidualAgent, directory: str | os.PathLike[str], meta: dict[str, Any]
+) -> Path:
+    """Residual actor + critics as a robotrl checkpoint (``meta`` should name the base)."""
+    from policies.checkpoint import save_module
+
+    return save_module(
+        agent, directory, {"agent": "residual", "config": agent.config_dict(), "meta": meta}
+    )
+
+
+def load_agent(directory: str | os.PathLike[str]) -> tuple[ResidualAgent, dict[str, Any]]:
+    """Rebuild a saved agent; returns ``(agent, meta)``."""
+    import yaml
+
+    from policies.checkpoint import CONFIG, CheckpointError, load_into
+
+    path = Path(directory) / CONFIG
+    if not path.is_file():
+        raise CheckpointError(f"no residual checkpoint at {directory}")
+    doc = yaml.safe_load(path.read_text())
+    if not isinstance(doc, dict) or doc.get("agent") != "residual":
+        raise CheckpointError(f"{path} is not a residual agent checkpoint")
+    cfg = dict(doc["config"])
+    obs_dim, act_dim = cfg.pop("obs_dim"), cfg.pop("act_dim")
+    agent = ResidualAgent(obs_dim, act_dim, ResidualConfig(**cfg))
+    load_into(agent, directory)
+    return agent, dict(doc.get("meta") or {})

@@ -56,6 +56,7 @@ class TrainConfig:
     buffer_size: int = 200_000
     seed: int = 0
     target_success: float | None = None
+    realtime_hz: float = 0.0
 
 
 @dataclass
@@ -220,6 +221,9 @@ def train_residual(
     envs = [make_env() for _ in range(num_envs)]
     runner = ChunkRunner(base, num_envs, execute_horizon)
     obs_list = [env.reset(seed=train.seed + 1000 * i)[0] for i, env in enumerate(envs)]
+    for i in range(num_envs):
+        if intervener is not None and hasattr(intervener, "reset"):
+            intervener.reset(i)
     episode_counter = [0] * num_envs
     pending: list[tuple | None] = [None] * num_envs
     ep_stats = [{"len": 0, "interventions": 0, "success": False} for _ in range(num_envs)]
@@ -228,6 +232,7 @@ def train_residual(
     bar = tqdm(total=train.total_steps, desc="residual", disable=not progress)
     env_steps, critic_warm = 0, False
     last_logs: dict[str, float] = {}
+    tick = time.perf_counter()
 
     def evaluate_now() -> None:
         ev = evaluate_residual(
@@ -302,6 +307,8 @@ def train_residual(
                 ep_stats[i] = {"len": 0, "interventions": 0, "success": False}
                 next_obs, _ = env.reset(seed=train.seed + 1000 * i + episode_counter[i])
                 runner.reset([i])
+                if intervener is not None and hasattr(intervener, "reset"):
+                    intervener.reset(i)
             else:
                 pending[i] = trans
             obs_list[i] = next_obs
@@ -314,6 +321,9 @@ def train_residual(
                 critic_warm = True
             for _ in range(cfg.utd * num_envs):
                 last_logs = agent.update(replay.sample(cfg.batch_size, rng))
+        if train.realtime_hz > 0:  # a human in the loop sees the robot at its real rate
+            tick += 1.0 / train.realtime_hz
+            time.sleep(max(0.0, tick - time.perf_counter()))
         every = max(train.eval_every, 1)
         if env_steps // every != (env_steps - num_envs) // every:
             evaluate_now()

@@ -1,0 +1,88 @@
+"""train-rl end to end on a tiny reach base (seconds): checkpoint, curves, scripted human."""
+
+import json
+
+import pytest
+
+from robotrl.algos.residual import load_agent
+from robotrl.cli import compose, main
+from robotrl.collect_command import run_collect
+from robotrl.train_bc_command import run_train_bc
+from robotrl.train_rl_command import run_train_rl
+
+TINY = [
+    "total_steps=120",
+    "warmup_steps=40",
+    "critic_warmup_updates=10",
+    "eval_every=60",
+    "eval_episodes=1",
+    "residual.hidden=32",
+    "residual.ensemble=2",
+    "residual.utd=1",
+    "residual.batch_size=32",
+    "progress=false",
+]
+
+
+@pytest.fixture(scope="module")
+def base_and_demos(tmp_path_factory):
+    root = tmp_path_factory.mktemp("rl")
+    store = root / "reach.zarr"
+    run_collect(
+        compose(
+            "collect", ["task=reach", "device=expert", "episodes=4", f"out={store}", "viewer=off"]
+        )
+    )
+    out = run_train_bc(
+        compose(
+            "train_bc",
+            [
+                f"dataset={store}",
+                "steps=20",
+                "batch_size=32",
+                "eval_episodes=0",
+                "hidden=32",
+                f"output_dir={root}",
+                "progress=false",
+            ],
+        )
+    )
+    return out["checkpoint"], store
+
+
+def test_residual_with_demos_and_scripted_human(tmp_path, base_and_demos):
+    ckpt, store = base_and_demos
+    out = run_train_rl(
+        compose(
+            "train_rl",
+            [
+                f"checkpoint={ckpt}",
+                f"demos={store}",
+                "human=scripted",
+                "human_threshold=0.0",
+                f"output_dir={tmp_path}",
+                *TINY,
+            ],
+        )
+    )
+    assert out["env_steps"] == 120 and out["task"] == "reach"
+    assert 0.0 <= out["final_success"] <= 1.0
+    assert out["intervention_rate_first_20"] > 0  # threshold 0: the human takes over at once
+    agent, meta = load_agent(out["checkpoint"])
+    assert meta["base_checkpoint"] == str(ckpt) and agent.cfg.ensemble == 2
+    with open(out["plot"], "rb") as f:
+        assert f.read(4) == b"\x89PNG"
+    assert len(out["videos"]) == 1
+
+
+def test_cli_errors(tmp_path, base_and_demos, capsys):
+    ckpt, _ = base_and_demos
+    assert main(["train-rl", f"checkpoint={ckpt}", "algo=ppo", f"output_dir={tmp_path}"]) == 2
+    assert "unknown algo" in capsys.readouterr().err
+    rc = main(
+        ["train-rl", f"checkpoint={ckpt}", "human=joystick9", f"output_dir={tmp_path}", *TINY]
+    )
+    assert rc == 2 and "available" in capsys.readouterr().err
+    rc = main(["train-rl", f"checkpoint={ckpt}", f"output_dir={tmp_path}", "videos=0", *TINY])
+    assert rc == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["algo"] == "residual"
