@@ -62,18 +62,6 @@ def _dataset(action: str) -> Command:
     return run
 
 
-def _distill(cfg: DictConfig) -> dict:
-    from robotrl.distill_command import run_distill
-
-    return run_distill(cfg)
-
-
-def _bench_latency(cfg: DictConfig) -> dict:
-    from robotrl.benchmarks.policy_latency import run_latency_benchmark
-
-    return run_latency_benchmark(cfg)
-
-
 def _bench_sim(cfg: DictConfig) -> dict:
     from robotrl.benchmarks.sim_throughput import run_sim_benchmark
 
@@ -87,7 +75,6 @@ COMMANDS: dict[str, tuple[str, Command, str]] = {
     "train-bc": ("train_bc", _train_bc, "behavior cloning of a flow / diffusion policy"),
     "eval": ("eval", _eval, "success rate of a checkpoint in sim, with videos"),
     "train-rl": ("train_rl", _train_rl, "RL on a BC checkpoint (algo=residual, human=...)"),
-    "distill": ("distill", _distill, "one-step student of a flow / diffusion checkpoint"),
     "train-reward": ("train_reward", _train_reward, "success reward classifier from episodes"),
 }
 DATASET_ACTIONS: dict[str, tuple[str, Command, str]] = {
@@ -98,7 +85,6 @@ DATASET_ACTIONS: dict[str, tuple[str, Command, str]] = {
 }
 BENCHMARKS: dict[str, tuple[str, Command, str]] = {
     "sim": ("bench_sim", _bench_sim, "env steps/s (1 and N envs) vs raw mj_step"),
-    "latency": ("bench_latency", _bench_latency, "per-chunk CPU latency of policies (+ LeRobot)"),
 }
 
 
