@@ -107,5 +107,5 @@ def test_bad_checkpoints_raise_checkpoint_error(tmp_path):
     other = RewardClassifier(["images/front"], image_size=(SIZE, SIZE), hidden=16)
     save_reward_classifier(other, tmp_path / "c")
     (tmp_path / "c" / "model.safetensors").replace(tmp_path / "b" / "model.safetensors")
-    with pytest.raises(CheckpointError, match="do not load"):
+    with pytest.raises(CheckpointError, match="do not match the config"):
         load_reward_classifier(tmp_path / "b")

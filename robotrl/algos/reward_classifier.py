@@ -33,11 +33,9 @@ from typing import Any
 import numpy as np
 import torch
 import yaml
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
 from torch import nn
 
-from policies.checkpoint import CONFIG, WEIGHTS, CheckpointError, _atomic_write
+from policies.checkpoint import CONFIG, WEIGHTS, CheckpointError, load_into, save_module
 from policies.encoders import ImageEncoder, random_shift
 
 MODEL_TYPE = "reward_classifier"
@@ -201,13 +199,8 @@ def save_reward_classifier(
 ) -> Path:
     """Write ``model.safetensors`` and ``config.yaml`` (constructor config, ``meta``) to
     ``directory`` (created); returns the directory."""
-    d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-    state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
-    _atomic_write(d / WEIGHTS, lambda p: save_file(state, str(p)))
     doc = {"model_type": MODEL_TYPE, "config": model.config, "meta": meta or {}}
-    _atomic_write(d / CONFIG, lambda p: p.write_text(yaml.safe_dump(doc, sort_keys=False)))
-    return d
+    return save_module(model, directory, doc)
 
 
 def load_reward_classifier(
@@ -227,9 +220,5 @@ def load_reward_classifier(
         model = RewardClassifier(**doc["config"])
     except (TypeError, ValueError) as exc:
         raise CheckpointError(f"{d / CONFIG}: config does not fit the classifier: {exc}") from exc
-    try:
-        state = load_file(str(d / WEIGHTS))
-        model.load_state_dict(state, strict=True)
-    except (SafetensorError, OSError, RuntimeError) as exc:
-        raise CheckpointError(f"weights in {d} do not load into the config: {exc}") from exc
+    load_into(model, d)
     return model.freeze(), dict(doc.get("meta") or {})
