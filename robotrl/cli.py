@@ -62,6 +62,18 @@ def _dataset(action: str) -> Command:
     return run
 
 
+def _distill(cfg: DictConfig) -> dict:
+    from robotrl.distill_command import run_distill
+
+    return run_distill(cfg)
+
+
+def _bench_latency(cfg: DictConfig) -> dict:
+    from robotrl.benchmarks.policy_latency import run_latency_benchmark
+
+    return run_latency_benchmark(cfg)
+
+
 def _bench_sim(cfg: DictConfig) -> dict:
     from robotrl.benchmarks.sim_throughput import run_sim_benchmark
 
@@ -75,16 +87,19 @@ COMMANDS: dict[str, tuple[str, Command, str]] = {
     "train-bc": ("train_bc", _train_bc, "behavior cloning of a flow / diffusion policy"),
     "eval": ("eval", _eval, "success rate of a checkpoint in sim, with videos"),
     "train-rl": ("train_rl", _train_rl, "RL on a BC checkpoint (algo=residual, human=...)"),
+    "distill": ("distill", _distill, "one-step student of a flow / diffusion checkpoint"),
     "train-reward": ("train_reward", _train_reward, "success reward classifier from episodes"),
 }
 DATASET_ACTIONS: dict[str, tuple[str, Command, str]] = {
     "info": ("dataset", _dataset("info"), "what a store holds"),
     "verify": ("dataset", _dataset("verify"), "check a store; exit 1 if damaged"),
     "repair": ("dataset", _dataset("repair"), "remove what an interrupted commit left"),
-    "import": ("dataset", _dataset("import"), "append episodes from ROS 2 bags (from=rosbag)"),
+    "import": ("dataset", _dataset("import"), "episodes from ROS 2 bags or a LeRobot dataset"),
+    "export": ("dataset", _dataset("export"), "write a LeRobotDataset v3 (format=lerobot)"),
 }
 BENCHMARKS: dict[str, tuple[str, Command, str]] = {
     "sim": ("bench_sim", _bench_sim, "env steps/s (1 and N envs) vs raw mj_step"),
+    "latency": ("bench_latency", _bench_latency, "per-chunk CPU latency of policies (+ LeRobot)"),
 }
 
 

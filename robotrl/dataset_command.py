@@ -55,8 +55,10 @@ def dataset_import(cfg: DictConfig) -> dict[str, Any]:
     inputs = [str(p) for p in cfg.inputs]
     if not inputs:
         raise ValueError("give the inputs to import: inputs=[path,...]")
+    if source == "lerobot":
+        return _import_lerobot(cfg, inputs)
     if source != "rosbag":
-        raise ValueError(f"unknown import source {source!r}; available: ['rosbag']")
+        raise ValueError(f"unknown import source {source!r}; available: ['lerobot', 'rosbag']")
     from robotrl.datasets.rosbag_import import BagTopics, import_bags
 
     try:
@@ -90,3 +92,42 @@ def _is_store(path: str) -> bool:
     from pathlib import Path
 
     return (Path(path) / "zarr.json").exists()
+
+
+def _import_lerobot(cfg: DictConfig, inputs: list[str]) -> dict[str, Any]:
+    from robotrl.datasets.lerobot_format import import_lerobot
+
+    if len(inputs) != 1:
+        raise ValueError("from=lerobot imports one dataset root: inputs=[path]")
+    if _is_store(cfg.path):
+        raise ValueError(f"{cfg.path} exists: a LeRobot import creates a new store")
+    with import_lerobot(inputs[0], cfg.path) as store:
+        return {
+            "command": "dataset import",
+            "from": "lerobot",
+            "path": str(cfg.path),
+            "imported_episodes": store.num_episodes,
+            "episodes": store.num_episodes,
+            "steps": store.num_steps,
+        }
+
+
+def dataset_export(cfg: DictConfig) -> dict[str, Any]:
+    if cfg.format != "lerobot":
+        raise ValueError(f"unknown export format {cfg.format!r}; available: ['lerobot']")
+    if not cfg.out:
+        raise ValueError("give the output directory: out=...")
+    from robotrl.datasets.lerobot_format import export_lerobot
+
+    out = export_lerobot(cfg.path, cfg.out, repo_id=str(cfg.repo_id), video=bool(cfg.video))
+    with EpisodeStore.open(cfg.path) as store:
+        n, t = store.num_episodes, store.num_steps
+    return {
+        "command": "dataset export",
+        "format": "lerobot",
+        "path": str(cfg.path),
+        "out": str(out),
+        "episodes": n,
+        "steps": t,
+        "video": bool(cfg.video),
+    }

@@ -84,3 +84,25 @@ def test_import_rosbags_through_the_cli(tmp_path, capsys):
     assert (out["imported_episodes"], out["episodes"]) == (1, 2)
     assert main(["dataset", "import", f"path={store}", "from=csv", "inputs=[x]"]) == 2
     assert "unknown import source" in capsys.readouterr().err
+
+
+def test_export_then_import_lerobot_through_the_cli(tmp_path, capsys):
+    src = tmp_path / "d.zarr"
+    _store(src, episodes=3)
+    assert main(["dataset", "export", f"path={src}", f"out={tmp_path / 'lr'}"]) == 0
+    assert _json(capsys)["episodes"] == 3
+    back = tmp_path / "back.zarr"
+    assert (
+        main(["dataset", "import", f"path={back}", "from=lerobot", f"inputs=[{tmp_path / 'lr'}]"])
+        == 0
+    )
+    assert _json(capsys)["episodes"] == 3
+    with EpisodeStore.open(src) as a, EpisodeStore.open(back) as b:
+        for i in range(3):
+            np.testing.assert_array_equal(a.episode(i)["state/x"], b.episode(i)["state/x"])
+            np.testing.assert_array_equal(a.episode(i)["action"], b.episode(i)["action"])
+    assert main(["dataset", "export", f"path={src}", "format=hdf5", "out=x"]) == 2
+    assert (
+        main(["dataset", "import", f"path={back}", "from=lerobot", f"inputs=[{tmp_path / 'lr'}]"])
+        == 2
+    )  # refuses to overwrite
