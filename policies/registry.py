@@ -10,6 +10,7 @@ from torch import nn
 POLICIES: dict[str, str] = {
     "flow": "policies.flow_matching:FlowMatchingPolicy",
     "diffusion": "policies.diffusion:DiffusionPolicy",
+    "distilled": "policies.distillation:DistilledPolicy",
 }
 
 
