@@ -19,12 +19,13 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 import numpy as np
 
 from robotrl.distributed import ActorClient, LearnerServer
 
-FAST = dict(heartbeat_interval=0.1, peer_timeout=1.0)
+FAST: dict[str, Any] = {"heartbeat_interval": 0.1, "peer_timeout": 1.0}
 
 
 class _Sink:
@@ -80,7 +81,7 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 def _transition(kind: str, rng: np.random.Generator) -> dict:
-    obs = {"state/proprio": rng.normal(size=32).astype(np.float32)}
+    obs: dict[str, np.ndarray] = {"state/proprio": rng.normal(size=32).astype(np.float32)}
     if kind == "image":
         obs["images/front"] = rng.integers(0, 256, (84, 84, 3), dtype=np.uint8)
     return dict(
@@ -96,7 +97,7 @@ def _transition(kind: str, rng: np.random.Generator) -> dict:
 def throughput(kind: str, seconds: float) -> dict:
     proc, info = _learner("tcp://127.0.0.1:*")
     t = _transition(kind, np.random.default_rng(0))
-    lat = []
+    lat: list[float] = []
     try:
         with ActorClient(
             info["address"], "bench", batch_size=64, max_in_flight=16, **FAST
@@ -129,7 +130,8 @@ def throughput(kind: str, seconds: float) -> dict:
 
 def weights_latency(mb: float, rounds: int = 20) -> dict:
     proc, info = _learner("tcp://127.0.0.1:*", weights_mb=mb, publish_s=0.2)
-    lat, t_end = [], time.monotonic() + 60
+    lat: list[float] = []
+    t_end = time.monotonic() + 60
     try:
         with ActorClient(info["address"], "bench", **FAST) as client:
             while len(lat) < rounds and time.monotonic() < t_end:
