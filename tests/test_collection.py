@@ -174,9 +174,23 @@ def test_sigkill_during_collection_loses_only_the_current_episode(tmp_path):
         "viewer=off",
     ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+    def committed() -> int:
+        try:
+            with EpisodeStore.open(out) as s:
+                return s.num_episodes
+        except Exception:  # not created yet, or mid-creation
+            return 0
+
     for _ in range(5):
+        before = committed()
         p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-        time.sleep(2.0 + rng.uniform(0.0, 2.0))
+        # Wait (the machine may be loaded) until this run has committed an episode, then kill
+        # at a random moment: mid-episode or mid-commit.
+        deadline = time.monotonic() + 180
+        while committed() <= before and time.monotonic() < deadline and p.poll() is None:
+            time.sleep(0.1)
+        time.sleep(rng.uniform(0.0, 1.5))
         p.send_signal(signal.SIGKILL)
         p.wait()
     report = verify(out)
