@@ -9,20 +9,24 @@ import gymnasium as gym
 
 from sim.env import PandaEnv
 from sim.expert import ScriptedExpert
+from sim.instructed_env import InstructedPandaEnv, InstructedTask
 from sim.task import Task
 from sim.tasks.lift import LiftExpert, LiftTask
 from sim.tasks.peg_insert import PegInsertExpert, PegInsertTask
+from sim.tasks.pick_color import PickColorExpert, PickColorTask
 from sim.tasks.reach import ReachExpert, ReachTask
 
 TASKS: dict[str, type[Task]] = {
     "reach": ReachTask,
     "lift": LiftTask,
     "peg_insert": PegInsertTask,
+    "pick_color": PickColorTask,
 }
 EXPERTS: dict[str, type[ScriptedExpert]] = {
     "reach": ReachExpert,
     "lift": LiftExpert,
     "peg_insert": PegInsertExpert,
+    "pick_color": PickColorExpert,
 }
 
 
@@ -33,8 +37,12 @@ def _task(name: str) -> Task:
 
 
 def make(task: str, **kwargs: Any) -> PandaEnv:
-    """Build one env of ``task`` (see :class:`sim.env.PandaEnv` for keyword arguments)."""
-    return PandaEnv(_task(task), **kwargs)
+    """Build one env of ``task`` (see :class:`sim.env.PandaEnv` for keyword arguments); tasks
+    with instructions get an :class:`~sim.instructed_env.InstructedPandaEnv`."""
+    t = _task(task)
+    if isinstance(t, InstructedTask):
+        return InstructedPandaEnv(t, **kwargs)
+    return PandaEnv(t, **kwargs)
 
 
 def make_vec(
