@@ -24,6 +24,12 @@ from hardware.devices import DeviceDisconnected, ExpertDevice, TeleopDevice
 from robotrl.datasets import EpisodeStore
 
 STATUS_PERIOD = 0.25  # [s] between live status updates on a terminal
+LANGUAGE_KEY = "language"  # the instruction in an observation (str): episode metadata
+
+
+def _arrays(obs: dict[str, Any]) -> dict[str, Any]:
+    """The observation without its instruction: what is recorded per step."""
+    return {k: v for k, v in obs.items() if k != LANGUAGE_KEY}
 
 
 @dataclass
@@ -50,7 +56,9 @@ class CollectionSession:
         env: Gymnasium env (``reset(seed)``, ``step(a)``; ``info["success"]``).
         device: the operator (keyboard, SpaceMouse, gamepad, or an expert device).
         store: episode store opened for append.
-        operator, task, language: per-episode metadata.
+        operator, task, language: per-episode metadata. An env whose observation carries
+            ``language`` (an instruction drawn per episode, ``sim/instructed_env.py``) overrides
+            ``language`` with it; the string is stored as metadata, not as a per-step array.
         realtime: pace steps at ``fps`` (human operators); False runs as fast as possible.
         fps: control rate [Hz] used for pacing.
         seed: the store's episode k is reset with ``seed + k`` (re-records reuse the seed; a
@@ -115,7 +123,10 @@ class CollectionSession:
         """One episode; returns ``committed``, ``rerecord`` or ``quit``."""
         obs, info = self.env.reset(seed=seed)
         self.device.reset()
-        with self.store.begin_episode(**self.meta) as writer:  # discards on any exception
+        meta = dict(self.meta)
+        if LANGUAGE_KEY in obs:
+            meta["language"] = str(obs[LANGUAGE_KEY])
+        with self.store.begin_episode(**meta) as writer:  # discards on any exception
             t_next = self.clock()
             while True:
                 if isinstance(self.device, ExpertDevice):
@@ -128,7 +139,7 @@ class CollectionSession:
                 action = cmd.action
                 next_obs, reward, terminated, truncated, info = self.env.step(action)
                 step_info = {**info, "intervention": bool(cmd.intervene)}
-                writer.add(obs, action, step_info, reward=float(reward))
+                writer.add(_arrays(obs), action, step_info, reward=float(reward))
                 self.stats.steps += 1
                 obs = next_obs
                 if self.on_step is not None:
@@ -143,7 +154,7 @@ class CollectionSession:
                     self.sleep(max(0.0, t_next - self.clock()))
 
     def _commit(self, writer: Any, final_obs: dict, success: bool, terminated: bool) -> str:
-        index = writer.commit(success=success, terminated=terminated, final_obs=final_obs)
+        index = writer.commit(success=success, terminated=terminated, final_obs=_arrays(final_obs))
         self.stats.recorded += 1
         self.stats.successes += int(success)
         self.stats.episode_indices.append(index)
@@ -202,6 +213,8 @@ def open_or_create_store(
                 f"records {robot} at {fps} Hz"
             )
         stored = {k for k in store.keys if k.startswith(("state/", "images/"))}
+        if obs_keys is not None:
+            obs_keys = [k for k in obs_keys if k != LANGUAGE_KEY]  # metadata, not an array
         if obs_keys is not None and stored and stored != set(obs_keys):
             problem = (
                 f"its observations are {sorted(stored)}; this session records {sorted(obs_keys)}"

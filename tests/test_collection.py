@@ -206,3 +206,29 @@ def test_sigkill_during_collection_loses_only_the_current_episode(tmp_path):
             np.testing.assert_array_equal(ep[k], truth[k], err_msg=f"episode {i} {k}")
     store.close()
     assert verify(out)["clean"]
+
+
+def test_instructed_env_stores_each_episodes_instruction(tmp_path):
+    env = sim.make("pick_color")
+    path = str(tmp_path / "pc.zarr")
+    obs_keys = list(env.observation_space.spaces)
+    assert "language" in obs_keys
+    store = open_or_create_store(path, fps=20.0, robot="panda_sim", obs_keys=obs_keys)
+    session = CollectionSession(
+        env,
+        ExpertDevice(sim.make_expert("pick_color", env)),
+        store,
+        task="pick_color",
+        language="ignored: the env names the instruction",
+        realtime=False,
+        status=None,
+    )
+    stats = session.run(3)
+    assert stats.successes == 3
+    expected = [env.reset(seed=s)[1]["language"] for s in range(3)]
+    assert store.meta("language").tolist() == expected
+    assert "language" not in store.keys  # metadata, not a per-step array
+    store.close()
+    # Appending with the same env's observation keys (language included) is accepted.
+    open_or_create_store(path, fps=20.0, robot="panda_sim", obs_keys=obs_keys).close()
+    assert verify(tmp_path / "pc.zarr")["ok"]
