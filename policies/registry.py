@@ -11,6 +11,7 @@ POLICIES: dict[str, str] = {
     "flow": "policies.flow_matching:FlowMatchingPolicy",
     "diffusion": "policies.diffusion:DiffusionPolicy",
     "distilled": "policies.distillation:DistilledPolicy",
+    "vla": "policies.vla:TinyVLA",
 }
 
 

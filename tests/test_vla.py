@@ -1,0 +1,195 @@
+"""Tiny VLA: shapes, exact chain log-prob recompute (Flow-SDE hybrid and Flow-Noise), the
+instruction steers the actions after brief training, checkpoints round trip, and the chunk
+runner feeds it the env's instruction."""
+
+import numpy as np
+import pytest
+import torch
+
+from policies.checkpoint import load_policy, save_policy
+from policies.registry import make_policy
+from policies.tokenizer import WordTokenizer
+from policies.vla import TinyVLA
+from robotrl.chunk_runner import ChunkRunner, policy_keys
+
+VOCAB = WordTokenizer.from_texts(["go left", "go right"]).vocab
+STATS = {
+    "state/x": {"mean": np.zeros(3), "std": np.ones(3)},
+    "action": {"min": -np.ones(2), "max": np.ones(2)},
+}
+
+
+def _policy(**kw):
+    torch.manual_seed(0)
+    kw.setdefault("image_keys", ["images/front"])
+    return TinyVLA(
+        {"state/x": 3},
+        action_dim=2,
+        obs_horizon=2,
+        action_horizon=4,
+        num_steps=kw.pop("num_steps", 4),
+        vocab=VOCAB,
+        max_tokens=4,
+        dim=32,
+        trunk_layers=1,
+        expert_layers=1,
+        heads=2,
+        readout_tokens=2,
+        hidden=32,
+        depth=1,
+        **kw,
+    )
+
+
+def _obs(p, texts, seed=0, images=True):
+    g = torch.Generator().manual_seed(seed)
+    b = len(texts)
+    obs = {"state/x": torch.randn(b, 2, 3, generator=g), "language": p.tokenize(texts)}
+    if images:
+        obs["images/front"] = torch.randint(0, 256, (b, 2, 16, 16, 3), generator=g).to(torch.uint8)
+    return obs
+
+
+@pytest.fixture
+def one_thread():
+    """Tiny matrices: intra-op thread hand-offs cost more than they save on a busy machine."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def _slice(obs, i, j):
+    return {k: v[i:j] for k, v in obs.items()}
+
+
+@pytest.mark.parametrize("expert", ["transformer", "mlp"])
+def test_shapes_and_features(expert):
+    p = _policy(expert=expert).eval()
+    obs = _obs(p, ["go left", "go right", "go left"])
+    with torch.no_grad():
+        out = p.sample_chain(obs, mode="noise_net")
+    assert out["chain"].shape == (3, 5, 4, 2)
+    assert out["log_prob"].shape == out["stochastic"].shape == (3, 4)
+    assert out["action"].shape == (3, 4, 2) and out["action"].abs().max() <= 1.0
+    assert out["obs_features"].shape == (3, 2 * 32)
+    assert out["expert_features"].shape == (3, 32)
+    assert p.predict_chunk(obs).shape == (3, 4, 2)
+
+
+@pytest.mark.parametrize("expert", ["transformer", "mlp"])
+@pytest.mark.parametrize("mode", ["sde", "noise_net"])
+def test_log_prob_recomputes_exactly(mode, expert, one_thread):
+    p = _policy(expert=expert)
+    with torch.no_grad():  # non-trivial noise head, so Flow-Noise stds differ per element
+        p.noise_head.weight.normal_(0, 0.5)
+    obs = _obs(p, ["go left", "go right"] * 16)
+    k_star = torch.randint(0, 4, (32,)) if mode == "sde" else None
+    p.eval()
+    with torch.no_grad():
+        out = p.sample_chain(obs, mode=mode, k_star=k_star)
+    # Recomputed with gradients, in minibatches of another size, as a PPO learner does:
+    parts = [
+        p.log_prob(
+            _slice(obs, i, i + 8),
+            out["chain"][i : i + 8],
+            mode=mode,
+            k_star=None if k_star is None else k_star[i : i + 8],
+        )
+        for i in range(0, 32, 8)
+    ]
+    lp = torch.cat(parts)
+    assert lp.requires_grad
+    ratio = torch.exp(lp.sum(1) - out["log_prob"].sum(1)).detach()
+    assert torch.allclose(ratio, torch.ones_like(ratio), atol=1e-5)
+    if mode == "sde":
+        assert (out["stochastic"].sum(1) == 1).all()
+        assert (out["stochastic"].float().argmax(1) == k_star).all()
+    else:
+        assert out["stochastic"].all()
+
+
+def test_padding_tokens_do_not_change_the_features():
+    p = _policy().eval()
+    obs = _obs(p, ["go left"])
+    with torch.no_grad():
+        ref = p.encode(obs)
+        p.encoder.token_embed.weight[0].normal_()  # the pad embedding: attention must ignore it
+        obs["language"] = obs["language"].clone()
+        assert (obs["language"][0, 2:] == 0).all()
+        assert torch.allclose(p.encode(obs), ref, atol=1e-6)
+
+
+def test_instruction_steers_the_actions(one_thread):
+    """Same states, the instruction alone names the target (+0.6 or -0.6 on both action
+    dims): a short training run must follow the instruction."""
+    p = _policy(stats=STATS, image_keys=[])
+    opt = torch.optim.Adam(p.parameters(), lr=3e-3)
+    texts = ["go left", "go right"] * 32
+    sign = torch.tensor([-1.0, 1.0] * 32)
+    for step in range(150):
+        obs = _obs(p, texts, seed=step, images=False)
+        target = 0.6 * sign[:, None, None].expand(64, 4, 2)
+        loss, _ = p.compute_loss({"obs": obs, "action": target})
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    p.eval()
+    obs = _obs(p, ["go left", "go right"], seed=999, images=False)
+    obs["state/x"][1] = obs["state/x"][0]  # identical state, different instruction
+    noise = torch.randn(1, 4, 2).expand(2, 4, 2)
+    a = p.predict_chunk(obs, noise=noise)
+    assert (a[0] < -0.4).all() and (a[1] > 0.4).all(), a
+
+
+def test_checkpoint_round_trip_gives_identical_actions(tmp_path):
+    p = _policy(stats=STATS).eval()
+    save_policy(p, tmp_path / "ckpt", meta={"task": "pick_color"})
+    q, meta = load_policy(tmp_path / "ckpt")
+    assert isinstance(q, TinyVLA) and meta["task"] == "pick_color"
+    assert q.tokenizer.vocab == p.tokenizer.vocab
+    obs = _obs(p, ["go left", "go right"])
+    noise = torch.randn(2, 4, 2)
+    assert torch.equal(q.predict_chunk(obs, noise), p.predict_chunk(obs, noise))
+
+
+def test_registry_and_config_rebuild():
+    p = _policy(stats=STATS)
+    q = make_policy("vla", **p.config)
+    assert sum(x.numel() for x in q.parameters()) == sum(x.numel() for x in p.parameters())
+
+
+def test_validation():
+    with pytest.raises(ValueError, match="expert"):
+        _policy(expert="lstm")
+    p = _policy().eval()
+    obs = _obs(p, ["go left"])
+    with pytest.raises(KeyError, match="language"):
+        p.encode({k: v for k, v in obs.items() if k != "language"})
+    with pytest.raises(ValueError, match="integer ids"):
+        p.encode({**obs, "language": obs["language"].float()})
+    with pytest.raises(ValueError, match="To=2"):
+        p.encode({**obs, "state/x": obs["state/x"][:, :1]})
+
+
+def test_chunk_runner_tokenises_the_env_instruction():
+    p = _policy(image_keys=[]).eval()
+    assert policy_keys(p) == ["state/x", "language"]
+    runner = ChunkRunner(p, num_envs=2, execute_horizon=2)
+    seen = []
+    original = p.predict_chunk
+
+    def spy(batch, noise=None):
+        seen.append(batch["language"].clone())
+        return original(batch, torch.zeros(len(batch["language"]), 4, 2))
+
+    p.predict_chunk = spy
+    obs = {"state/x": np.zeros((2, 3), np.float32), "language": ("go left", "go right")}
+    actions = runner.act(obs)
+    assert actions.shape == (2, 2)
+    np.testing.assert_array_equal(
+        seen[0].numpy(), p.tokenizer.encode_batch(["go left", "go right"])[0]
+    )
+    assert not np.allclose(actions[0], actions[1])
+    with pytest.raises(KeyError, match="language"):
+        ChunkRunner(p, 1, 2).act({"state/x": np.zeros((1, 3), np.float32)})
