@@ -6,10 +6,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from policies.checkpoint import save_policy
 from policies.registry import make_policy
+from policies.tokenizer import LANGUAGE_KEY, WordTokenizer
 from robotrl.bc_training import BCConfig, plot_training, train_bc
 from robotrl.datasets import (
     EpisodeStore,
@@ -25,6 +26,7 @@ from robotrl.run import make_run_dir, save_config
 
 def _policy_kwargs(cfg: DictConfig, store: EpisodeStore, obs_keys: list[str], stats: dict) -> dict:
     dims = {k: int(np.prod(store.array(k).shape[1:])) for k in obs_keys if k.startswith("state/")}
+    extra = OmegaConf.to_container(cfg.policy_kwargs) if cfg.get("policy_kwargs") else {}
     kw: dict[str, Any] = {
         "state_dims": dims,
         "action_dim": int(store.array("action").shape[1]),
@@ -36,7 +38,22 @@ def _policy_kwargs(cfg: DictConfig, store: EpisodeStore, obs_keys: list[str], st
         "stats": stats,
     }
     kw["num_inference_steps" if cfg.policy == "diffusion" else "num_steps"] = cfg.num_steps
+    if cfg.policy == "vla":  # the vocabulary is the store's instructions (saved in the config)
+        tokenizer = WordTokenizer.from_texts(store.meta("language").tolist())
+        kw["vocab"] = tokenizer.vocab
+    kw.update(extra)  # type: ignore[arg-type]
     return kw
+
+
+def _episode_obs(policy: Any, store: EpisodeStore) -> dict[str, np.ndarray]:
+    """Per-episode observation entries: the tokenised instruction for language policies."""
+    tokenizer = getattr(policy, "tokenizer", None)
+    if tokenizer is None:
+        return {}
+    languages = store.meta("language").tolist()
+    if not any(languages):
+        raise ValueError("a language-conditioned policy needs episodes with `language` metadata")
+    return {LANGUAGE_KEY: tokenizer.encode_batch(languages)[0]}
 
 
 def run_train_bc(cfg: DictConfig) -> dict[str, Any]:
@@ -64,14 +81,25 @@ def run_train_bc(cfg: DictConfig) -> dict[str, Any]:
         store, [k for k in obs_keys if k.startswith("state/")] + ["action"], train_mask
     )
     policy = make_policy(cfg.policy, **_policy_kwargs(cfg, store, obs_keys, stats))
+    episode_obs = _episode_obs(policy, store)
     train_ds = SequenceDataset(
-        store, obs_keys, cfg.obs_horizon, cfg.action_horizon, episode_mask=train_mask
+        store,
+        obs_keys,
+        cfg.obs_horizon,
+        cfg.action_horizon,
+        episode_mask=train_mask,
+        episode_obs=episode_obs,
     )
     train_loader = make_dataloader(train_ds, cfg.batch_size, seed=cfg.seed)
     val_loader = None
     if val_mask is not None:
         val_ds = SequenceDataset(
-            store, obs_keys, cfg.obs_horizon, cfg.action_horizon, episode_mask=val_mask
+            store,
+            obs_keys,
+            cfg.obs_horizon,
+            cfg.action_horizon,
+            episode_mask=val_mask,
+            episode_obs=episode_obs,
         )
         val_loader = make_dataloader(val_ds, cfg.batch_size, shuffle=False, drop_last=False)
 

@@ -100,3 +100,17 @@ def test_normaliser_stats(tiny: EpisodeStore) -> None:
     only_second = compute_stats(tiny, ["state/x"], np.array([False, True]))
     np.testing.assert_allclose(only_second["state/x"]["mean"], [3.5, 35])
     np.testing.assert_allclose(only_second["state/x"]["std"], [0.5, 5], rtol=1e-6)
+
+
+def test_episode_obs_follow_each_windows_episode(tiny: EpisodeStore) -> None:
+    ids = np.array([[7, 8, 0], [9, 0, 0]], np.int64)  # e.g. tokenised instructions
+    ds = SequenceDataset(tiny, ["state/x"], 2, 3, episode_obs={"language": ids})
+    batch = ds[[0, 2, 3, 4]]
+    assert batch["obs"]["language"].dtype == torch.int64
+    assert batch["obs"]["language"].tolist() == [ids[0].tolist()] * 2 + [ids[1].tolist()] * 2
+    assert batch["episode"].tolist() == [0, 0, 1, 1]
+    assert ds[3]["obs"]["language"].tolist() == ids[1].tolist()
+    with pytest.raises(ValueError, match="one row per episode"):
+        SequenceDataset(tiny, ["state/x"], 2, 3, episode_obs={"language": ids[:1]})
+    with pytest.raises(ValueError, match="repeat an obs key"):
+        SequenceDataset(tiny, ["state/x"], 2, 3, episode_obs={"state/x": ids})

@@ -99,3 +99,60 @@ def test_bad_inputs_are_clear_errors(tmp_path, reach_store, capsys):
     assert "state/nope" in capsys.readouterr().err
     assert main(["eval", f"checkpoint={tmp_path}"]) == 2
     assert "no checkpoint" in capsys.readouterr().err
+
+
+def test_vla_trains_on_images_and_instructions_and_evaluates(tmp_path, capsys):
+    store = tmp_path / "pick_color.zarr"
+    run_collect(
+        compose(
+            "collect",
+            [
+                "task=pick_color",
+                "device=expert",
+                "episodes=4",
+                f"out={store}",
+                "viewer=off",
+                "cameras=[front]",
+                "image_size=[32,32]",
+            ],
+        )
+    )
+    cfg = compose(
+        "train_bc",
+        [
+            f"dataset={store}",
+            "policy=vla",
+            "cameras=[front]",
+            "image_size=[32,32]",
+            "obs_keys=[state/ee_pos,state/gripper]",
+            "obs_horizon=1",
+            "steps=4",
+            "batch_size=8",
+            "eval_episodes=0",  # the video rollout still runs it in the env
+            "policy_kwargs={dim: 32, trunk_layers: 1, expert_layers: 1}",
+            f"output_dir={tmp_path}",
+            "progress=false",
+            "val_ratio=0.25",
+        ],
+    )
+    out = run_train_bc(cfg)
+    assert out["task"] == "pick_color" and out["policy"] == "vla" and out["val_loss"] > 0
+    assert len(out["videos"]) == 1
+    policy, meta = load_policy(out["checkpoint"])
+    assert meta["task"] == "pick_color" and policy.policy_type == "vla"
+    assert policy.config["dim"] == 32
+    assert policy.tokenizer.vocab == ["cube", "green", "lift", "red", "the"]
+    assert policy.config["image_keys"] == ["images/front"]
+    rc = main(
+        [
+            "eval",
+            f"checkpoint={out['checkpoint']}",
+            "episodes=1",
+            "videos=0",
+            f"output_dir={tmp_path}",
+            "progress=false",
+        ]
+    )
+    assert rc == 0
+    res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert res["task"] == "pick_color" and res["episodes"] == 1

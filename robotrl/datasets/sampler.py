@@ -15,7 +15,7 @@ read from zarr.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -127,6 +127,9 @@ class SequenceDataset(Dataset):
         episode_mask: (N,) bool, episodes to use (default all), e.g. from split_episodes.
         action_key: the data key of actions.
         cache_bytes: decode the needed arrays into memory if they fit in this many bytes.
+        episode_obs: per-episode observation entries ``{key: (N, ...) array}`` over all N
+            episodes of the store, e.g. tokenised instructions ``{"language": (N, L) int64}``;
+            each sample gets its episode's row, (...) per item, (B, ...) per batch (no To).
     """
 
     def __init__(
@@ -139,11 +142,19 @@ class SequenceDataset(Dataset):
         episode_mask: np.ndarray | None = None,
         action_key: str = "action",
         cache_bytes: int = DEFAULT_CACHE_BYTES,
+        episode_obs: Mapping[str, np.ndarray] | None = None,
     ) -> None:
         missing = [k for k in [*obs_keys, action_key] if k not in store.keys]
         if missing:
             raise KeyError(f"keys {missing} not in the store; it has {store.keys}")
         mask = np.ones(store.num_episodes, bool) if episode_mask is None else episode_mask
+        self.episode_obs = {k: np.asarray(v) for k, v in (episode_obs or {}).items()}
+        for key, value in self.episode_obs.items():
+            if len(value) != store.num_episodes or key in obs_keys:
+                raise ValueError(
+                    f"episode_obs[{key!r}] must have one row per episode ({store.num_episodes}) "
+                    f"and not repeat an obs key, got {len(value)} rows"
+                )
         self.obs_keys = list(obs_keys)
         self.action_key = action_key
         self.obs_horizon, self.action_horizon = obs_horizon, action_horizon
@@ -177,10 +188,13 @@ class SequenceDataset(Dataset):
         """A batch: ``{"obs": {key: (B, To, ...)}, "action": (B, Ta, Da), "episode": (B,)}``."""
         i = np.asarray(indices, dtype=np.int64)
         obs_idx, act_idx = self.obs_idx[i], self.act_idx[i]
+        episode = self.episode_of_row[obs_idx[:, -1]]
+        obs = {k: self._gather(k, obs_idx) for k in self.obs_keys}
+        obs.update({k: torch.from_numpy(v[episode]) for k, v in self.episode_obs.items()})
         return {
-            "obs": {k: self._gather(k, obs_idx) for k in self.obs_keys},
+            "obs": obs,
             "action": self._gather(self.action_key, act_idx),
-            "episode": torch.from_numpy(self.episode_of_row[obs_idx[:, -1]]),
+            "episode": torch.from_numpy(episode),
         }
 
     def __getitem__(self, index: int | Sequence[int]) -> dict[str, Any]:
