@@ -25,12 +25,10 @@ import torch
 from tqdm.auto import tqdm
 
 from robotrl.algos.residual import ResidualAgent, ResidualConfig, StateFeaturizer
+from robotrl.algos.residual_rollout import Intervener, ResidualRollout, ResidualTransition
 from robotrl.chunk_runner import ChunkRunner
 from robotrl.datasets import EpisodeStore, MixedReplay, ReplayBuffer
 from robotrl.metrics import MetricsLogger
-
-# intervener(env_id, obs, proposed_action) -> the human's action, or None when not intervening
-Intervener = Callable[[int, Mapping[str, np.ndarray], np.ndarray], "np.ndarray | None"]
 
 
 @dataclass
@@ -171,6 +169,45 @@ def evaluate_residual(
     return out
 
 
+def make_replay(
+    feat_dim: int,
+    act_dim: int,
+    cfg: ResidualConfig,
+    buffer_size: int,
+    *,
+    demos: ReplayBuffer | None = None,
+    num_envs: int = 1,
+) -> tuple[ReplayBuffer, ReplayBuffer, MixedReplay]:
+    """The learner's buffers: ``(online, hil, replay)``. Online holds every transition; hil the
+    intervened ones, which join the demo side of every batch (HIL-SERL: demos and human data are
+    sampled together in proportion to their sizes); ``replay`` mixes online and demo side."""
+    spec = _spec(feat_dim, act_dim)
+    online = ReplayBuffer(
+        buffer_size, spec, act_dim, n_step=cfg.n_step, gamma=cfg.gamma, num_envs=num_envs
+    )
+    hil = ReplayBuffer(
+        max(buffer_size // 4, 1),
+        spec,
+        act_dim,
+        n_step=cfg.n_step,
+        gamma=cfg.gamma,
+        num_envs=num_envs,
+    )
+    demo_side = _UnionBuffer([demos, hil]) if demos is not None else hil
+    return online, hil, MixedReplay(online, demo_side, cfg.demo_fraction)  # type: ignore[arg-type]
+
+
+def store_transition(online: ReplayBuffer, hil: ReplayBuffer, t: ResidualTransition) -> None:
+    """Write one transition to the online buffer, and to ``hil`` too when a human intervened;
+    ``t.env_id`` names its env stream in both."""
+    o = {"features": t.features, "base_action": t.base_action}
+    o2 = {"features": t.next_features, "base_action": t.next_base_action}
+    args = (o, t.action, t.reward, o2, t.terminated, t.truncated)
+    online.add(*args, env_id=t.env_id)
+    if t.intervention:
+        hil.add(*args, env_id=t.env_id)
+
+
 def train_residual(
     base: Any,
     make_env: Callable[[], Any],
@@ -189,48 +226,29 @@ def train_residual(
     """Train a residual actor on the frozen ``base``; see the module docstring."""
     rng = np.random.default_rng(train.seed)
     torch.manual_seed(train.seed)
-    base.eval()
-    for p in getattr(base, "parameters", lambda: [])():
-        p.requires_grad_(False)
+    freeze(base)
     act_dim = base.action_dim
     agent = agent or ResidualAgent(featurizer.dim, act_dim, cfg, seed=train.seed)
-    online = ReplayBuffer(
-        train.buffer_size,
-        _spec(featurizer.dim, act_dim),
-        act_dim,
-        n_step=cfg.n_step,
-        gamma=cfg.gamma,
+    online, hil, replay = make_replay(
+        featurizer.dim, act_dim, cfg, train.buffer_size, demos=demos, num_envs=num_envs
+    )
+    rollout = ResidualRollout(
+        base,
+        make_env,
+        featurizer,
         num_envs=num_envs,
+        execute_horizon=execute_horizon,
+        seed=train.seed,
+        intervener=intervener,
     )
-    demo = demos or ReplayBuffer(
-        1, _spec(featurizer.dim, act_dim), act_dim, n_step=cfg.n_step, gamma=cfg.gamma
-    )
-    hil = ReplayBuffer(
-        max(train.buffer_size // 4, 1),
-        _spec(featurizer.dim, act_dim),
-        act_dim,
-        n_step=cfg.n_step,
-        gamma=cfg.gamma,
-        num_envs=num_envs,
-    )
-    # Interventions join the demo side of every batch (HIL-SERL): demos and human data are
-    # sampled together in proportion to their sizes.
-    demo_side = _UnionBuffer([demo, hil]) if demos is not None else hil
-    replay = MixedReplay(online, demo_side, cfg.demo_fraction)  # type: ignore[arg-type]
 
-    envs = [make_env() for _ in range(num_envs)]
-    runner = ChunkRunner(base, num_envs, execute_horizon)
-    obs_list = [env.reset(seed=train.seed + 1000 * i)[0] for i, env in enumerate(envs)]
-    for i in range(num_envs):
-        if intervener is not None and hasattr(intervener, "reset"):
-            intervener.reset(i)
-    episode_counter = [0] * num_envs
-    pending: list[tuple | None] = [None] * num_envs
-    ep_stats = [{"len": 0, "interventions": 0, "success": False} for _ in range(num_envs)]
-    result = TrainResult(agent=agent)
+    def sink(t: ResidualTransition) -> None:
+        store_transition(online, hil, t)
+
+    result = TrainResult(agent=agent, episodes=rollout.episodes)
     start = time.perf_counter()
     bar = tqdm(total=train.total_steps, desc="residual", disable=not progress)
-    env_steps, critic_warm = 0, False
+    critic_warm = False
     last_logs: dict[str, float] = {}
     tick = time.perf_counter()
 
@@ -238,15 +256,11 @@ def train_residual(
         ev = evaluate_residual(
             agent, base, featurizer, make_env, train.eval_episodes, train.eval_seed, execute_horizon
         )
-        recent = result.episodes[-20:]
         row = {
-            "env_steps": env_steps,
+            "env_steps": rollout.env_steps,
             "wall_s": time.perf_counter() - start,
             **ev,
-            "train_success": float(np.mean([e["success"] for e in recent])) if recent else 0.0,
-            "intervention_rate": float(np.mean([e["intervention_rate"] for e in recent]))
-            if recent
-            else 0.0,
+            **recent_episode_rates(result.episodes),
             **last_logs,
         }
         result.evaluations.append(row)
@@ -258,62 +272,18 @@ def train_residual(
             and train.target_success is not None
             and ev["success_rate"] >= train.target_success
         ):
-            result.steps_to_target = env_steps
+            result.steps_to_target = rollout.env_steps
 
     evaluate_now()  # the base alone (the residual starts at zero)
-    while env_steps < train.total_steps:
-        batch_obs = {k: np.stack([o[k] for o in obs_list]) for k in obs_list[0]}
-        a_b = runner.act(batch_obs)
-        feats = featurizer(batch_obs)
-        for i in range(num_envs):  # complete the previous transitions now that a_b' is known
-            if pending[i] is not None:
-                _store(online, hil, pending[i], feats[i], a_b[i], i)
-                pending[i] = None
-        if env_steps < train.warmup_steps:
-            noise = rng.uniform(-train.warmup_noise, train.warmup_noise, a_b.shape)
-            actions = np.clip(a_b + noise, -1, 1).astype(np.float32)
+    while rollout.env_steps < train.total_steps:
+        feats, a_b = rollout.observe(sink)
+        if rollout.env_steps < train.warmup_steps:
+            actions = warmup_actions(a_b, train.warmup_noise, rng)
         else:
             actions, _ = agent.act(feats, a_b, explore=True, rng=rng)
-        for i, env in enumerate(envs):
-            human = intervener(i, obs_list[i], actions[i]) if intervener is not None else None
-            took_over = human is not None
-            a = np.asarray(human, np.float32) if took_over else actions[i]
-            next_obs, reward, terminated, truncated, info = env.step(a)
-            st = ep_stats[i]
-            st["len"] += 1
-            st["interventions"] += int(took_over)
-            st["success"] |= bool(info.get("success"))
-            trans = (
-                feats[i],
-                a_b[i],
-                a,
-                float(reward),
-                bool(terminated),
-                bool(truncated),
-                took_over,
-            )
-            if terminated or truncated:
-                next_feat = featurizer({k: np.asarray(v)[None] for k, v in next_obs.items()})[0]
-                _store(online, hil, trans, next_feat, runner.plan_first(i, next_obs), i)
-                result.episodes.append(
-                    {
-                        "env_steps": env_steps + 1,
-                        "success": float(st["success"]),
-                        "length": st["len"],
-                        "intervention_rate": st["interventions"] / st["len"],
-                    }
-                )
-                episode_counter[i] += 1
-                ep_stats[i] = {"len": 0, "interventions": 0, "success": False}
-                next_obs, _ = env.reset(seed=train.seed + 1000 * i + episode_counter[i])
-                runner.reset([i])
-                if intervener is not None and hasattr(intervener, "reset"):
-                    intervener.reset(i)
-            else:
-                pending[i] = trans
-            obs_list[i] = next_obs
-            env_steps += 1
-            bar.update(1)
+        rollout.step(actions, sink)
+        bar.update(num_envs)
+        env_steps = rollout.env_steps
         if env_steps >= train.warmup_steps:
             if not critic_warm:
                 for _ in range(train.critic_warmup_updates):
@@ -330,27 +300,33 @@ def train_residual(
             if result.steps_to_target is not None:
                 break
     bar.close()
-    for env in envs:
-        env.close()
-    result.env_steps = env_steps
+    rollout.close()
+    result.env_steps = rollout.env_steps
     result.wall_s = time.perf_counter() - start
     return result
 
 
-def _store(
-    online: ReplayBuffer,
-    hil: ReplayBuffer,
-    trans: tuple,
-    next_feat: np.ndarray,
-    next_base: np.ndarray,
-    env_id: int,
-) -> None:
-    feat, base, action, reward, terminated, truncated, human = trans
-    o = {"features": feat, "base_action": base}
-    o2 = {"features": next_feat, "base_action": next_base}
-    online.add(o, action, reward, o2, terminated, truncated, env_id=env_id)
-    if human:
-        hil.add(o, action, reward, o2, terminated, truncated, env_id=env_id)
+def freeze(base: Any) -> None:
+    """Put the base in eval mode and stop its gradients (it is never trained here)."""
+    base.eval()
+    for p in getattr(base, "parameters", lambda: [])():
+        p.requires_grad_(False)
+
+
+def warmup_actions(a_b: np.ndarray, noise: float, rng: np.random.Generator) -> np.ndarray:
+    """(N, Da) base actions plus uniform noise of half-width ``noise``, clipped to [-1, 1]."""
+    return np.clip(a_b + rng.uniform(-noise, noise, a_b.shape), -1, 1).astype(np.float32)
+
+
+def recent_episode_rates(episodes: Sequence[Mapping[str, float]], n: int = 20) -> dict[str, float]:
+    """Success and intervention rate over the last ``n`` training episodes (0 if none)."""
+    recent = episodes[-n:]
+    if not recent:
+        return {"train_success": 0.0, "intervention_rate": 0.0}
+    return {
+        "train_success": float(np.mean([e["success"] for e in recent])),
+        "intervention_rate": float(np.mean([e["intervention_rate"] for e in recent])),
+    }
 
 
 class _UnionBuffer:
