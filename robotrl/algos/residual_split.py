@@ -1,0 +1,125 @@
+"""Launch the actor and the learner of split residual RL as two processes on one machine.
+
+:class:`RoleProcess` runs a command whose stdout is JSON lines (read on a thread, so the parent
+never blocks on a full pipe); :func:`run_split` starts a learner and an actor command, waits
+for the actor to finish, stops the learner with SIGTERM (it checkpoints and reports) and returns
+both final JSON lines. ``robotrl train-rl role=split`` and the toy demonstration
+(:mod:`robotrl.distributed.residual_demo`) use it.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+
+class RoleProcess:
+    """A child process whose stdout lines that parse as JSON objects are collected in
+    :attr:`lines` (other lines are ignored; stderr is inherited)."""
+
+    def __init__(self, cmd: Sequence[str], name: str, cwd: str | None = None) -> None:
+        self.name = name
+        self.lines: list[dict[str, Any]] = []
+        self.proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, text=True, cwd=cwd)
+        self._reader = threading.Thread(target=self._read, name=f"{name}-stdout", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None  # set by Popen(stdout=PIPE)
+        for line in self.proc.stdout:
+            if line.startswith("{"):
+                try:
+                    self.lines.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue
+
+    def wait_for(
+        self, predicate: Callable[[dict[str, Any]], bool], timeout: float
+    ) -> dict[str, Any]:
+        """The first line satisfying ``predicate``, waiting up to ``timeout`` s.
+
+        Raises:
+            RuntimeError: the process exited without such a line, or the time ran out.
+        """
+        deadline, seen = time.monotonic() + timeout, 0
+        while True:
+            lines = self.lines
+            for line in lines[seen:]:
+                if predicate(line):
+                    return line
+            seen = len(lines)
+            if self.proc.poll() is not None:
+                self._reader.join(1.0)
+                if len(self.lines) == seen:
+                    raise RuntimeError(
+                        f"{self.name} exited (code {self.proc.returncode}) before the awaited line"
+                    )
+                continue
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.name}: awaited line not seen within {timeout} s")
+            time.sleep(0.02)
+
+    def kill(self) -> None:
+        """SIGKILL (no cleanup in the child) and reap."""
+        self.proc.kill()
+        self.proc.wait()
+        self._reader.join(1.0)
+
+    def stop(self, timeout: float) -> int:
+        """SIGTERM, then SIGKILL after ``timeout`` s; the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._reader.join(1.0)
+        return int(self.proc.returncode)
+
+    def wait(self, timeout: float) -> int:
+        """Wait for the exit (SIGKILL after ``timeout`` s); the exit code."""
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._reader.join(1.0)
+        return int(self.proc.returncode)
+
+    @property
+    def last(self) -> dict[str, Any]:
+        """The last JSON line (empty if none)."""
+        return self.lines[-1] if self.lines else {}
+
+
+def run_split(
+    learner_cmd: Sequence[str],
+    actor_cmd: Sequence[str],
+    *,
+    timeout: float = 24 * 3600.0,
+    stop_timeout: float = 60.0,
+) -> dict[str, Any]:
+    """Run both commands; when the actor exits, SIGTERM the learner. Returns ``{"learner":
+    its last JSON line, "actor": ..., "learner_rc", "actor_rc"}``."""
+    learner = RoleProcess(learner_cmd, "learner")
+    try:
+        actor = RoleProcess(actor_cmd, "actor")
+        try:
+            actor_rc = actor.wait(timeout)
+        finally:
+            if actor.proc.poll() is None:
+                actor.kill()
+    finally:
+        learner_rc = learner.stop(stop_timeout)
+    return {
+        "learner": learner.last,
+        "actor": actor.last,
+        "learner_rc": learner_rc,
+        "actor_rc": actor_rc,
+    }
