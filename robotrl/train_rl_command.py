@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import signal
+import sys
+import threading
 from typing import Any
 
 import numpy as np
+import torch
 from omegaconf import DictConfig, OmegaConf
 
 import sim
@@ -75,9 +80,24 @@ def _video(
     return [str(write_mp4(frames, run_dir / f"residual_{tag}.mp4", env.control_hz))]
 
 
+ROLES = ("single", "learner", "actor", "split")
+
+
 def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
     if cfg.algo != "residual":
         raise ValueError(f"unknown algo {cfg.algo!r}; available: ['residual']")
+    if cfg.role not in ROLES:
+        raise ValueError(f"unknown role {cfg.role!r}; available: {list(ROLES)}")
+    if cfg.role != "single":
+        from robotrl.distributed.protocol import check_address
+
+        check_address(str(cfg.address), bind=cfg.role == "learner")
+        try:
+            import zmq  # noqa: F401
+        except ImportError as exc:
+            raise ValueError(f"role={cfg.role} needs the 'dist' extra (pyzmq): {exc}") from exc
+    if cfg.role == "split":
+        return _split(cfg)
     base, meta = load_policy(cfg.checkpoint)
     task = cfg.task or meta.get("task")
     if not task:
@@ -97,9 +117,14 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
         stats = {k: {"mean": off, "std": 1.0 / scale} for k, (off, scale) in affine.items()}
     featurizer = StateFeaturizer(keys, stats)
     rcfg = ResidualConfig(**OmegaConf.to_object(cfg.residual))
-    run_dir = make_run_dir(cfg.output_dir, cfg.name)
+    name = cfg.name if cfg.role == "single" else f"{cfg.name}-{cfg.role}"
+    run_dir = make_run_dir(cfg.output_dir, name)
     save_config(cfg, run_dir)
-    demos = demo_buffer(demos_store, base, featurizer, rcfg) if demos_store is not None else None
+    demos = (  # the actor only acts: no demo buffer
+        demo_buffer(demos_store, base, featurizer, rcfg)
+        if demos_store is not None and cfg.role != "actor"
+        else None
+    )
     train = TrainConfig(
         total_steps=cfg.total_steps,
         warmup_steps=cfg.warmup_steps,
@@ -111,8 +136,26 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
         target_success=cfg.target_success,
         realtime_hz=0.0 if cfg.human in ("none", "scripted") else 20.0,
     )
+    meta_ckpt = {
+        "base_checkpoint": str(cfg.checkpoint),
+        "task": task,
+        "obs_keys": keys,
+        "execute_horizon": te,
+        "featurizer": {
+            k: {s: np.asarray(v).tolist() for s, v in st.items() if s in ("mean", "std")}
+            for k, st in stats.items()
+        },
+    }
+    if cfg.role == "learner":
+        return _learn(cfg, base, featurizer, rcfg, train, demos, meta_ckpt, run_dir)
     logger = MetricsLogger(run_dir / "metrics.csv")
     human = _human(cfg, task, make_env)
+    if cfg.role == "actor":
+        try:
+            return _act(cfg, base, make_env, featurizer, rcfg, train, human, te, logger, run_dir)
+        finally:
+            if isinstance(human, DeviceIntervener):
+                human.device.stop()
     try:
         result = train_residual(
             base,
@@ -130,20 +173,7 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
     finally:
         if isinstance(human, DeviceIntervener):
             human.device.stop()
-    ckpt = save_agent(
-        result.agent,
-        run_dir / "checkpoint",
-        {
-            "base_checkpoint": str(cfg.checkpoint),
-            "task": task,
-            "obs_keys": keys,
-            "execute_horizon": te,
-            "featurizer": {
-                k: {s: np.asarray(v).tolist() for s, v in st.items() if s in ("mean", "std")}
-                for k, st in stats.items()
-            },
-        },
-    )
+    ckpt = save_agent(result.agent, run_dir / "checkpoint", meta_ckpt)
     plot = _plot(logger, run_dir)
     videos = (
         _video(result.agent, base, featurizer, task, kw, run_dir, 100_000, te) if cfg.videos else []
@@ -174,4 +204,185 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
         "plot": plot,
         "videos": videos,
         "run_dir": str(run_dir),
+    }
+
+
+# ---------------------------------------------------------------------- actor/learner split
+def _stop_on_signals() -> tuple[threading.Event, Any]:
+    """An event set by SIGTERM / SIGINT; and a function restoring the previous handlers."""
+    stop = threading.Event()
+    old = {
+        sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)
+    }
+    return stop, lambda: [signal.signal(sig, h) for sig, h in old.items()]
+
+
+def _learn(
+    cfg: DictConfig,
+    base: Any,
+    featurizer: StateFeaturizer,
+    rcfg: ResidualConfig,
+    train: TrainConfig,
+    demos: Any,
+    meta: dict[str, Any],
+    run_dir: Any,
+) -> dict[str, Any]:
+    """role=learner: serve on ``address`` until SIGTERM / SIGINT; resume from learner_state."""
+    from robotrl.algos.residual_learner import ResidualLearner, serve_learner
+
+    d = cfg.dist
+    torch.manual_seed(cfg.seed)
+    agent = ResidualAgent(featurizer.dim, base.action_dim, rcfg, seed=cfg.seed)
+    learner = ResidualLearner(agent, train, demos=demos)
+    state_dir = d.learner_state or str(run_dir / "learner_state")
+    stop, restore = _stop_on_signals()
+    try:
+        out = serve_learner(
+            learner,
+            str(cfg.address),
+            state_dir=state_dir,
+            meta=meta,
+            stop=stop,
+            publish_every_updates=d.publish_every_updates,
+            publish_every_s=d.publish_every_s,
+            checkpoint_every_s=d.checkpoint_every_s,
+            peer_timeout=d.peer_timeout,
+            heartbeat_interval=d.peer_timeout / 10,
+        )
+    finally:
+        restore()
+    counts = {k: out[k] for k in ("updates", "version", "received")}
+    ckpt = save_agent(agent, run_dir / "checkpoint", {**meta, "learner": counts})
+    return {
+        "command": "train-rl",
+        "algo": cfg.algo,
+        "role": "learner",
+        **out,
+        "learner_state": state_dir,
+        "checkpoint": str(ckpt),
+        "run_dir": str(run_dir),
+    }
+
+
+def _act(
+    cfg: DictConfig,
+    base: Any,
+    make_env: Any,
+    featurizer: StateFeaturizer,
+    rcfg: ResidualConfig,
+    train: TrainConfig,
+    human: Any,
+    te: int,
+    logger: MetricsLogger,
+    run_dir: Any,
+) -> dict[str, Any]:
+    """role=actor: act with the learner's newest weights for total_steps env steps."""
+    from robotrl.algos.residual_actor import run_actor
+    from robotrl.algos.residual_rollout import ResidualRollout
+    from robotrl.algos.residual_training import evaluate_residual, freeze
+    from robotrl.distributed import ActorClient
+
+    d = cfg.dist
+    freeze(base)
+    agent = ResidualAgent(featurizer.dim, base.action_dim, rcfg, seed=cfg.seed)
+    rollout = ResidualRollout(
+        base,
+        make_env,
+        featurizer,
+        num_envs=cfg.num_envs,
+        execute_horizon=te,
+        seed=cfg.seed,
+        intervener=human,
+    )
+
+    def evaluate(a: ResidualAgent) -> dict[str, float]:
+        return evaluate_residual(
+            a, base, featurizer, make_env, train.eval_episodes, train.eval_seed, te
+        )
+
+    def progress(row: dict[str, Any]) -> None:
+        if row["event"] == "eval":
+            logger.log(**{k: v for k, v in row.items() if k != "event"})
+        if cfg.progress:
+            print(json.dumps(row), file=sys.stderr, flush=True)
+
+    stop, restore = _stop_on_signals()
+    client = ActorClient(
+        str(cfg.address),
+        d.actor_id,
+        batch_size=d.batch_size,
+        outbox_batches=d.outbox_batches,
+        peer_timeout=d.peer_timeout,
+        heartbeat_interval=d.peer_timeout / 10,
+    )
+    try:
+        out = run_actor(
+            client,
+            rollout,
+            agent,
+            train,
+            actor_hz=d.actor_hz or train.realtime_hz,
+            evaluate=evaluate if train.eval_episodes > 0 else None,
+            stop=stop,
+            on_progress=progress,
+        )
+    finally:
+        client.close()
+        rollout.close()
+        restore()
+    evals = out.pop("evaluations")
+    return {
+        "command": "train-rl",
+        "algo": cfg.algo,
+        "role": "actor",
+        "base_success": evals[0]["success_rate"] if evals else None,
+        "final_success": evals[-1]["success_rate"] if evals else None,
+        "best_success": max(e["success_rate"] for e in evals) if evals else None,
+        **out,
+        "plot": _plot(logger, run_dir) if evals else None,
+        "run_dir": str(run_dir),
+    }
+
+
+def _overrides(cfg: DictConfig) -> list[str]:
+    """Every leaf of ``cfg`` as a ``key=value`` override (values JSON-encoded: Hydra parses
+    quoted strings, lists, numbers, booleans and null alike)."""
+    out: list[str] = []
+
+    def walk(node: Any, prefix: str) -> None:
+        for k, v in node.items():
+            if isinstance(v, dict):
+                walk(v, f"{prefix}{k}.")
+            else:
+                out.append(f"{prefix}{k}={json.dumps(v)}")
+
+    walk(OmegaConf.to_container(cfg, resolve=True), "")
+    return out
+
+
+def _split(cfg: DictConfig) -> dict[str, Any]:
+    """role=split: a learner and an actor subprocess talking over ``address`` (loopback)."""
+    from robotrl.algos.residual_split import run_split
+
+    run_dir = make_run_dir(cfg.output_dir, cfg.name)
+    save_config(cfg, run_dir)
+    state = cfg.dist.learner_state or str(run_dir / "learner_state")
+    common = [
+        o
+        for o in _overrides(cfg)
+        if not o.startswith(("role=", "output_dir=", "dist.learner_state="))
+    ]
+    cmd = [sys.executable, "-m", "robotrl.cli", "train-rl", *common, f"output_dir={run_dir}"]
+    out = run_split(
+        [*cmd, "role=learner", f"dist.learner_state={json.dumps(state)}"],
+        [*cmd, "role=actor"],
+    )
+    failed = out["learner_rc"] != 0 or out["actor_rc"] != 0
+    return {
+        "command": "train-rl",
+        "algo": cfg.algo,
+        "role": "split",
+        **out,
+        "run_dir": str(run_dir),
+        "exit_code": int(failed),
     }

@@ -86,3 +86,48 @@ def test_cli_errors(tmp_path, base_and_demos, capsys):
     rc = main(["train-rl", f"checkpoint={ckpt}", f"output_dir={tmp_path}", "videos=0", *TINY])
     assert rc == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["algo"] == "residual"
+
+
+def test_roles_and_addresses_are_checked_first(tmp_path, capsys):
+    common = [f"checkpoint={tmp_path}", f"output_dir={tmp_path}"]
+    assert main(["train-rl", *common, "role=gpu"]) == 2
+    assert "unknown role 'gpu'" in capsys.readouterr().err
+    assert main(["train-rl", *common, "role=actor", "address=localhost:5555"]) == 2
+    assert "address must look like tcp://" in capsys.readouterr().err
+    assert main(["train-rl", *common, "role=actor", "address=tcp://127.0.0.1:*"]) == 2
+    assert "concrete port" in capsys.readouterr().err
+    assert main(["train-rl", *common, "role=learner", "address=tcp://0.0.0.0:5555"]) == 2
+    assert "every interface" in capsys.readouterr().err
+
+
+def test_split_role_runs_a_learner_and_an_actor_process(tmp_path, base_and_demos):
+    pytest.importorskip("zmq", reason="role=split needs the 'dist' extra (pyzmq)")
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ckpt, store = base_and_demos
+    out = run_train_rl(
+        compose(
+            "train_rl",
+            [
+                f"checkpoint={ckpt}",
+                f"demos={store}",
+                "role=split",
+                f"address=tcp://127.0.0.1:{port}",
+                "dist.publish_every_s=0.2",
+                f"output_dir={tmp_path}",
+                "videos=0",
+                *TINY,
+            ],
+        )
+    )
+    actor, learner = out["actor"], out["learner"]
+    assert out["exit_code"] == 0 and out["actor_rc"] == 0 and out["learner_rc"] == 0
+    assert actor["role"] == "actor" and actor["env_steps"] == 120 and actor["flushed"]
+    assert actor["sent"] == actor["acked"] == learner["received"] and actor["dropped"] == 0
+    assert learner["updates"] >= 10  # the critic warm-up at least
+    agent, meta = load_agent(learner["checkpoint"])
+    assert meta["task"] == "reach" and meta["learner"]["updates"] == learner["updates"]
+    assert agent.cfg.ensemble == 2
