@@ -282,9 +282,9 @@ def serve_learner(
             n = learner.work()
             if not learner.ready:
                 continue
-            version = server.updated(n) if published else server.publish()
+            new = server.updated(n) if published else server.publish()
             published = True
-            if version is not None and time.monotonic() - ckpt_at >= checkpoint_every_s:
+            if new is not None and time.monotonic() - ckpt_at >= checkpoint_every_s:
                 learner.save(state_dir, server.version, meta)
                 ckpt_at = time.monotonic()
         if learner.ready:

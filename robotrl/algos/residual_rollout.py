@@ -79,7 +79,7 @@ class ResidualRollout:
         for i in range(num_envs):
             self._reset_human(i)
         self._episode = [0] * num_envs
-        self._pending: list[tuple | None] = [None] * num_envs
+        self._pending: list[ResidualTransition | None] = [None] * num_envs
         self._stats = [self._fresh_stats() for _ in range(num_envs)]
         self._feats: np.ndarray | None = None
         self._a_b: np.ndarray | None = None
@@ -101,8 +101,9 @@ class ResidualRollout:
         a_b = self.runner.act(batch_obs)
         feats = self.featurizer(batch_obs)
         for i in range(self.num_envs):
-            if self._pending[i] is not None:
-                sink(ResidualTransition(*self._pending[i], feats[i], a_b[i], i))
+            pending = self._pending[i]
+            if pending is not None:
+                sink(pending._replace(next_features=feats[i], next_base_action=a_b[i]))
                 self._pending[i] = None
         self._feats, self._a_b = feats, a_b
         return feats, a_b
@@ -123,13 +124,16 @@ class ResidualRollout:
             st["len"] += 1
             st["interventions"] += int(took_over)
             st["success"] |= bool(info.get("success"))
-            head = (feats[i], a_b[i], a, float(reward), bool(terminated), bool(truncated))
-            head += (took_over,)
+            # s' and a_b' are filled in by the next observe() unless the episode ends here
+            head = ResidualTransition(
+                feats[i], a_b[i], a, float(reward), bool(terminated), bool(truncated), took_over,
+                feats[i], a_b[i], i,
+            )  # fmt: skip
             if terminated or truncated:
                 obs1 = {k: np.asarray(v)[None] for k, v in next_obs.items()}
                 next_feat = self.featurizer(obs1)[0]
                 next_base = self.runner.plan_first(i, next_obs)
-                sink(ResidualTransition(*head, next_feat, next_base, i))
+                sink(head._replace(next_features=next_feat, next_base_action=next_base))
                 self.episodes.append(
                     {
                         "env_steps": self.env_steps + 1,
