@@ -50,6 +50,10 @@ class ResidualConfig:
         target_noise, target_noise_clip: TD3 target policy smoothing on the residual.
         batch_size: transitions per update. utd: updates per env step.
         demo_fraction: share of each batch from the demo buffer.
+        residual_l2: weight of ``mean ||a_r||^2`` in the actor loss. Dimensions where the
+            critic gives no consistent gradient then stay near the base instead of drifting
+            to wherever the critic extrapolates (0 disables; ResFiT relies on a small scale
+            and actor lr instead, which needs longer training than a CPU budget allows).
     """
 
     scale: float = 0.1
@@ -72,6 +76,7 @@ class ResidualConfig:
     batch_size: int = 256
     utd: int = 4
     demo_fraction: float = 0.5
+    residual_l2: float = 0.0
 
 
 class StateFeaturizer:
@@ -193,8 +198,11 @@ class ResidualAgent(nn.Module):
         if update_actor is None:
             update_actor = self.updates % cfg.actor_delay == 0
         if update_actor:
-            a = (base + self.residual(obs, base)).clamp(-1.0, 1.0)
+            res = self.residual(obs, base)
+            a = (base + res).clamp(-1.0, 1.0)
             actor_loss = -self.critic(obs, a).mean()
+            if cfg.residual_l2 > 0:
+                actor_loss = actor_loss + cfg.residual_l2 * (res**2).sum(-1).mean()
             self.actor_opt.zero_grad(set_to_none=True)
             actor_loss.backward()
             nn.utils.clip_grad_norm_(self.actor.parameters(), cfg.grad_clip)
