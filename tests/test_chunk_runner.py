@@ -9,6 +9,7 @@ class Recorder:
     """Fake chunk policy: the chunk encodes the call number and the last observation."""
 
     obs_horizon, action_horizon, action_dim = 2, 4, 1
+
     def __init__(self):
         self.config = {"state_dims": {"state/x": 1}, "image_keys": []}
         self.calls = []
