@@ -1,7 +1,8 @@
 """Split residual RL with process kills: the toy task always, the lift sim task optionally; JSON.
 
 Usage: python bench/residual_actor_learner.py [toy_steps=3000] [toy_hz=50]
-       [lift_checkpoint=<BC base on lift> lift_demos=<store> lift_steps=2000 lift_kill_after=20]
+       [lift_checkpoint=<BC base on lift> lift_demos=<store> lift_steps=2000 lift_kill_after=20
+       lift_hz=10]
 
 toy: :func:`robotrl.distributed.residual_demo.run` (PointGoal, biased base): the actor is
 SIGKILLed at 400 env steps and restarted, the learner SIGKILLed at 700 env steps and restarted
@@ -32,7 +33,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def lift(checkpoint: str, demos: str, steps: int, kill_after: float) -> dict[str, Any]:
+def lift(
+    checkpoint: str, demos: str, steps: int, kill_after: float, hz: float = 10.0
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         state = Path(tmp) / "learner_state"
         common = [
@@ -54,6 +57,8 @@ def lift(checkpoint: str, demos: str, steps: int, kill_after: float) -> dict[str
             f"dist.learner_state={state}",
             "dist.checkpoint_every_s=1.0",
             "dist.outbox_batches=64",
+            "dist.batch_max_age=1.0",  # ~10 transitions per message at 10 Hz
+            f"dist.actor_hz={hz}",  # a robot's control rate: the learner keeps up
         ]
         cli = [sys.executable, "-m", "robotrl.cli", "train-rl", *common]
         t0 = time.time()
@@ -100,5 +105,6 @@ if __name__ == "__main__":
             args["lift_demos"],
             int(args.get("lift_steps", 2000)),
             float(args.get("lift_kill_after", 20)),
+            float(args.get("lift_hz", 10)),
         )
     print(json.dumps(out))

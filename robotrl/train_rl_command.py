@@ -311,6 +311,7 @@ def _act(
         str(cfg.address),
         d.actor_id,
         batch_size=d.batch_size,
+        batch_max_age=d.batch_max_age,
         outbox_batches=d.outbox_batches,
         peer_timeout=d.peer_timeout,
         heartbeat_interval=d.peer_timeout / 10,
