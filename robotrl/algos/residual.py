@@ -54,6 +54,8 @@ class ResidualConfig:
             critic gives no consistent gradient then stay near the base instead of drifting
             to wherever the critic extrapolates (0 disables; ResFiT relies on a small scale
             and actor lr instead, which needs longer training than a CPU budget allows).
+            Measured on lift (biased base, 0 % alone): with 0.1 the run reached 95 % at 16k
+            env steps; without it 80 % at 20k, with spurious x/z residuals.
     """
 
     scale: float = 0.1
@@ -76,7 +78,7 @@ class ResidualConfig:
     batch_size: int = 256
     utd: int = 4
     demo_fraction: float = 0.5
-    residual_l2: float = 0.0
+    residual_l2: float = 0.1
 
 
 class StateFeaturizer:
