@@ -15,6 +15,7 @@ from robotrl.benchmarks.policy_latency import (
     lerobot_latency,
     network_calls_per_chunk,
     time_calls,
+    time_interleaved,
 )
 
 LEROBOT_PY = Path("/work/.venv-lerobot/bin/python")
@@ -35,6 +36,13 @@ def test_time_calls_counts_and_orders_percentiles():
     assert 0 <= out["median_ms"] <= out["p90_ms"]
     with pytest.raises(ValueError):
         time_calls(lambda: None, calls=0)
+
+
+def test_time_interleaved_calls_each_function_in_turn():
+    order = []
+    out = time_interleaved({"a": lambda: order.append("a"), "b": lambda: order.append("b")}, 3, 1)
+    assert order == ["a", "b"] * 4
+    assert set(out) == {"a", "b"} and out["a"]["calls"] == 3
 
 
 def test_network_evaluations_per_chunk():

@@ -3,9 +3,10 @@ behind ``robotrl bench latency`` / ``bench/policy_latency.py``.
 
 Policies are the train-bc defaults (hidden 256, depth 3, Ta 16, Da 7, To 2) on the state
 observation of a sim task, randomly initialised (latency does not depend on the weights):
-flow K = 1, 4, 10; diffusion DDIM 10; the one-step distilled student. LeRobot's
-DiffusionPolicy of a comparable size is timed in the same run, in the separate lerobot venv
-(lerobot pins another torch), by running ``lerobot_latency.py`` there as a subprocess.
+flow K = 1, 4, 10; diffusion DDIM 10; the one-step distilled student, timed round-robin.
+LeRobot's DiffusionPolicy of a comparable size is timed in the same run, in the separate
+lerobot venv (lerobot pins another torch), by running ``lerobot_latency.py`` there as a
+subprocess.
 """
 
 from __future__ import annotations
@@ -47,6 +48,32 @@ def time_calls(fn: Callable[[], Any], calls: int, warmup: int = 5) -> dict[str, 
         "median_ms": round(statistics.median(times), 3),
         "p90_ms": round(percentile(times, 90), 3),
         "calls": calls,
+    }
+
+
+def time_interleaved(
+    fns: Mapping[str, Callable[[], Any]], calls: int, warmup: int = 5
+) -> dict[str, dict[str, float]]:
+    """:func:`time_calls` for several functions, called round-robin so that a change in machine
+    load over the run affects each of them alike (no ordering bias)."""
+    if calls < 1:
+        raise ValueError(f"calls must be >= 1, got {calls}")
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(calls):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append((time.perf_counter() - t0) * 1e3)
+    return {
+        name: {
+            "median_ms": round(statistics.median(ts), 3),
+            "p90_ms": round(percentile(ts, 90), 3),
+            "calls": calls,
+        }
+        for name, ts in times.items()
     }
 
 
@@ -145,7 +172,19 @@ def run_latency_benchmark(cfg: DictConfig) -> dict[str, Any]:
     )
     teacher = FlowMatchingPolicy(**common, num_steps=max(cfg.flow_steps))
     policies["distilled_1step"] = DistilledPolicy.from_teacher(teacher)
-    results = {name: chunk_latency(p, obs, cfg.calls, cfg.warmup) for name, p in policies.items()}
+
+    def caller(p: nn.Module) -> Callable[[], Any]:
+        return lambda: p.predict_chunk(obs)
+
+    with torch.no_grad():
+        for p in policies.values():
+            p.eval()
+        results: dict[str, Any] = time_interleaved(
+            {name: caller(p) for name, p in policies.items()}, cfg.calls, cfg.warmup
+        )
+    for name, p in policies.items():
+        results[name]["network_evals"] = network_calls_per_chunk(p, obs)
+        results[name]["params"] = sum(x.numel() for x in p.parameters())
     robot = sum(d for k, d in dims.items() if not k.startswith("state/cube"))
     for widths in cfg.lerobot.down_dims:
         lerobot_cfg = {
