@@ -164,3 +164,11 @@ def test_bad_inputs_are_clear_errors():
         p.sample_chain(_obs(2), mode="euler")
     with pytest.raises(ValueError, match="chain must be"):
         p.log_prob(_obs(2), torch.zeros(2, 3, 4, 2))
+
+
+def test_predict_chunk_equals_the_ode_chain():
+    p = _policy(num_steps=4).eval()
+    obs, noise = _obs(8), torch.randn(8, 4, 2)
+    with torch.no_grad():
+        chain = p.sample_chain(obs, noise=noise, mode="ode")["action"]
+    assert torch.allclose(p.predict_chunk(obs, noise=noise), chain, atol=1e-6)
