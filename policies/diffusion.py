@@ -81,12 +81,7 @@ class DiffusionPolicy(nn.Module):
         }
         self.train_scheduler = DDPMScheduler(**sched)
         self.infer_scheduler = DDIMScheduler(**sched)
-        if stats is None:
-            self.normalizer = Normalizer.placeholder({**state_dims, "action": action_dim})
-        else:
-            self.normalizer = Normalizer(
-                {k: stats[k] for k in [*state_dims, "action"]}, modes={"action": "minmax"}
-            )
+        self.normalizer = Normalizer.for_policy(state_dims, action_dim, stats)
         self.encoder = ObsEncoder(
             state_dims, image_keys, obs_horizon, obs_feature_dim, image_feature_dim
         )

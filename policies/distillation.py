@@ -95,12 +95,7 @@ class DistilledPolicy(nn.Module):
             action_horizon,
             action_dim,
         )
-        if stats is None:
-            self.normalizer = Normalizer.placeholder({**state_dims, "action": action_dim})
-        else:
-            self.normalizer = Normalizer(
-                {k: stats[k] for k in [*state_dims, "action"]}, modes={"action": "minmax"}
-            )
+        self.normalizer = Normalizer.for_policy(state_dims, action_dim, stats)
         self.encoder = ObsEncoder(
             state_dims, image_keys, obs_horizon, obs_feature_dim, image_feature_dim
         )

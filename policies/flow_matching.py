@@ -110,12 +110,7 @@ class FlowMatchingPolicy(nn.Module):
         self.noise_std_bounds = (float(lo), float(hi))
         self.sde_noise_level = float(sde_noise_level)
         self.time_beta = torch.distributions.Beta(*map(float, time_beta))
-        if stats is None:
-            self.normalizer = Normalizer.placeholder({**state_dims, "action": action_dim})
-        else:
-            self.normalizer = Normalizer(
-                {k: stats[k] for k in [*state_dims, "action"]}, modes={"action": "minmax"}
-            )
+        self.normalizer = Normalizer.for_policy(state_dims, action_dim, stats)
         self.encoder = ObsEncoder(
             state_dims, image_keys, obs_horizon, obs_feature_dim, image_feature_dim
         )

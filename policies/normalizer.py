@@ -59,6 +59,24 @@ class Normalizer(nn.Module):
             )
 
     @classmethod
+    def for_policy(
+        cls,
+        state_dims: Mapping[str, int],
+        action_dim: int,
+        stats: Mapping[str, Mapping[str, np.ndarray]] | None = None,
+    ) -> Normalizer:
+        """A chunk policy's normaliser: state keys standardised, ``action`` min/max -> [-1, 1].
+
+        Without ``stats``, an identity placeholder of the right shapes (a checkpoint's weights
+        are loaded over it)."""
+        if stats is None:
+            return cls.placeholder({**state_dims, "action": action_dim})
+        missing = [k for k in [*state_dims, "action"] if k not in stats]
+        if missing:
+            raise KeyError(f"no normalisation statistics for {missing}")
+        return cls({k: stats[k] for k in [*state_dims, "action"]}, modes={"action": "minmax"})
+
+    @classmethod
     def placeholder(cls, shapes: Mapping[str, int]) -> Normalizer:
         """Identity normaliser with the right buffer shapes (weights are loaded over it)."""
         stats = {k: {"mean": np.zeros(n), "std": np.ones(n)} for k, n in shapes.items()}

@@ -278,12 +278,7 @@ class TinyVLA(FlowMatchingPolicy):
             sde_noise_level=sde_noise_level,
             stats=None,
         )
-        if stats is None:
-            self.normalizer = Normalizer.placeholder({**state_dims, "action": action_dim})
-        else:
-            self.normalizer = Normalizer(
-                {k: stats[k] for k in [*state_dims, "action"]}, modes={"action": "minmax"}
-            )
+        self.normalizer = Normalizer.for_policy(state_dims, action_dim, stats)
         self.tokenizer = WordTokenizer(vocab, max_tokens)
         self.encoder = PrefixEncoder(
             state_dims,
