@@ -161,7 +161,6 @@ class PandaEnv(gym.Env):
             max_pos_step=2.5 * self.max_dpos,
             max_rot_step=2.5 * self.max_drot,
         )
-        self._target_pos = np.zeros(3)
         self._target_rot = np.eye(3)
         self._renderer: mujoco.Renderer | None = None
         self._rng = np.random.default_rng()
@@ -242,7 +241,6 @@ class PandaEnv(gym.Env):
         self.task.reset(m, d, rng)
         mujoco.mj_forward(m, d)
         s = self._read_state()
-        self._target_pos[:] = s.ee_pos
         self._target_rot[:] = s.ee_rot
         self.controller.reset(s)
         self.safety.reset(s.ee_pos, s.ee_rot)
@@ -287,7 +285,7 @@ class PandaEnv(gym.Env):
         else:
             pos, rot = a[:3], self._target_rot  # NaN/inf: the filter rejects it and holds
         pos, rot = self.safety.filter_target(pos, rot, s.ee_pos, s.ee_rot)
-        self._target_pos[:], self._target_rot[:] = pos, rot
+        self._target_rot[:] = rot  # held if the next action is NaN
         self.controller.set_target(pos, rot)
         grip = a[6] if finite else 0.0
         self.data.ctrl[self._gripper_act] = 0.5 * (1.0 - grip) * panda.FINGER_TRAVEL
@@ -340,8 +338,3 @@ class PandaEnv(gym.Env):
         if self._renderer is not None:
             self._renderer.close()
             self._renderer = None
-
-    # ------------------------------------------------------------------ helpers for experts
-    @property
-    def tcp_pos(self) -> np.ndarray:
-        return self.state.ee_pos.copy()
