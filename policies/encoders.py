@@ -35,22 +35,59 @@ def random_shift(
     return padded.permute(0, 2, 3, 1)[idx_n, rows, cols].squeeze(1).permute(0, 3, 1, 2)
 
 
-class ImageEncoder(nn.Module):
-    """Small CNN: (N, 3, H, W) in [0, 1] -> (N, out_dim). Four stride-2 convolutions with
-    GroupNorm, then a learned spatial-softmax-free global average pool and a linear layer."""
+class SpatialSoftmax(nn.Module):
+    """(N, C, h, w) feature maps -> (N, 2K) expected image coordinates of K learned keypoints.
 
-    def __init__(self, out_dim: int = 64, channels: Sequence[int] = (32, 32, 64, 64)) -> None:
+    A 1x1 convolution makes K heat maps; a softmax over each map (learned temperature) gives a
+    distribution whose mean (x, y) in [-1, 1] is the keypoint. Unlike global average pooling,
+    this keeps *where* things are, which a policy that must reach an object needs.
+    """
+
+    def __init__(self, channels: int, keypoints: int = 32) -> None:
         super().__init__()
+        self.proj = nn.Conv2d(channels, keypoints, 1)
+        self.log_temperature = nn.Parameter(torch.zeros(()))
+
+    def forward(self, feat: torch.Tensor) -> torch.Tensor:
+        n, _, h, w = feat.shape
+        maps = self.proj(feat).flatten(2) / self.log_temperature.exp()  # (N, K, h*w)
+        prob = maps.softmax(dim=-1)
+        ys = torch.linspace(-1.0, 1.0, h, device=feat.device, dtype=feat.dtype)
+        xs = torch.linspace(-1.0, 1.0, w, device=feat.device, dtype=feat.dtype)
+        gy, gx = torch.meshgrid(ys, xs, indexing="ij")
+        x = (prob * gx.reshape(1, 1, -1)).sum(-1)
+        y = (prob * gy.reshape(1, 1, -1)).sum(-1)
+        return torch.cat([x, y], dim=-1).view(n, -1)
+
+
+class ImageEncoder(nn.Module):
+    """Small CNN: (N, 3, H, W) in [0, 1] -> (N, out_dim).
+
+    Four 3x3 convolutions (strides 2, 1, 2, 1: a 64 px image leaves 16x16 maps) with GroupNorm,
+    then spatial-softmax keypoints and a linear layer.
+    """
+
+    def __init__(
+        self,
+        out_dim: int = 64,
+        channels: Sequence[int] = (32, 32, 64, 64),
+        strides: Sequence[int] = (2, 1, 2, 1),
+        keypoints: int = 32,
+    ) -> None:
+        super().__init__()
+        if len(channels) != len(strides):
+            raise ValueError(f"channels {tuple(channels)} and strides {tuple(strides)} differ")
         layers: list[nn.Module] = []
         c_in = 3
-        for c in channels:
-            layers += [nn.Conv2d(c_in, c, 3, stride=2, padding=1), nn.GroupNorm(8, c), nn.SiLU()]
+        for c, s in zip(channels, strides, strict=True):
+            layers += [nn.Conv2d(c_in, c, 3, stride=s, padding=1), nn.GroupNorm(8, c), nn.SiLU()]
             c_in = c
         self.conv = nn.Sequential(*layers)
-        self.head = nn.Linear(c_in, out_dim)
+        self.pool = SpatialSoftmax(c_in, keypoints)
+        self.head = nn.Linear(2 * keypoints, out_dim)
 
     def forward(self, img: torch.Tensor) -> torch.Tensor:
-        return self.head(self.conv(img).mean(dim=(2, 3)))
+        return self.head(self.pool(self.conv(img)))
 
 
 class ObsEncoder(nn.Module):

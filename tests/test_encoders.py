@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 import torch
 
@@ -35,3 +36,37 @@ def test_obs_encoder_state_and_images_and_shape_errors():
         enc({**obs, "images/front": torch.zeros(5, 2, 3, 32, 32, dtype=torch.uint8)}, norm)
     with pytest.raises(ValueError, match="at least one"):
         ObsEncoder({}, [])
+
+
+def test_spatial_softmax_returns_the_position_of_a_bright_spot():
+    from policies.encoders import SpatialSoftmax
+
+    pool = SpatialSoftmax(channels=1, keypoints=1)
+    with torch.no_grad():
+        pool.proj.weight.fill_(1.0)
+        pool.proj.bias.zero_()
+        pool.log_temperature.fill_(float(np.log(0.01)))
+    feat = torch.zeros(2, 1, 16, 16)
+    feat[0, 0, 3, 12] = 1.0
+    feat[1, 0, 10, 1] = 1.0
+    grid = np.linspace(-1.0, 1.0, 16)
+    xy = pool(feat).detach().numpy()
+    np.testing.assert_allclose(xy[0], [grid[12], grid[3]], atol=1e-3)
+    np.testing.assert_allclose(xy[1], [grid[1], grid[10]], atol=1e-3)
+
+
+def test_image_encoder_keeps_position_information():
+    """Images that differ only in where a square is get different features (GAP would not)."""
+    from policies.encoders import ImageEncoder
+
+    torch.manual_seed(0)
+    enc = ImageEncoder(out_dim=16)
+    img = torch.zeros(2, 3, 64, 64)
+    img[0, :, 8:16, 8:16] = 1.0
+    img[1, :, 40:48, 40:48] = 1.0
+    with torch.no_grad():
+        feat = enc(img)
+    assert feat.shape == (2, 16)
+    assert (feat[0] - feat[1]).abs().max() > 1e-3
+    with pytest.raises(ValueError, match="strides"):
+        ImageEncoder(channels=(8, 8), strides=(2,))
