@@ -1,37 +1,12 @@
-"""Configuration of the ROS 2 nodes: topic profiles, rates, QoS, watchdog, one dataclass per node.
-
-Topic profiles name the topics a robot's ROS 2 stack speaks (:data:`PROFILES`):
-
-- ``franka``: franka_ros2 (FR3): ``/joint_states`` from the joint_state_broadcaster,
-  ``/franka_robot_state_broadcaster/current_pose`` (PoseStamped, flange/EE in base frame),
-  ``.../external_wrench_in_base_frame`` (WrenchStamped), ``/franka_gripper/joint_states``;
-  commands go to a Cartesian impedance controller's ``~/equilibrium_pose``
-  (``/cartesian_impedance_controller/equilibrium_pose``). The gripper itself is driven by the
-  ``/franka_gripper/move`` / ``grasp`` actions; our transport has no actions, so nodes publish
-  ``gripper_command`` (Float64MultiArray ``[width m]``) and a robot-side relay calls the action.
-- ``generic``: a ros2_control arm with a CRISP-style Cartesian controller (``current_pose`` in,
-  ``target_pose`` out), a force_torque_sensor_broadcaster and forward_command_controllers for
-  gripper and joint efforts.
-- ``sim``: what ``robotrl-sim-robot`` serves: the ``franka`` names (a launch file switches
-  between the real arm and the simulated one by changing nothing but the robot), plus the
-  measured EE twist on ``/robotrl/sim/ee_twist`` and the task state.
-
-Every profile also has robotrl's own topics (same on every robot): the executed normalised action
-(``/robotrl/action``), the intervention flag (``/robotrl/intervention``), the teleop device's
-twist and action (``/robotrl/teleop/...``), and the episode protocol of the sim robot node:
-
-- ``reset`` (Float64MultiArray ``[seed]``): reset the episode with that seed.
-- ``episode`` (Float64MultiArray, :data:`EPISODE_FIELDS`): published by whoever steps the env
-  (the sim robot node, or the bridge on hardware) after every reset and every control step,
-  stamped together with the state it describes. The recorder cuts episodes with it.
-- ``task_state`` (Float64MultiArray): task observations (``state/cube_pos`` ...) of the sim;
-  ``layout.dim[i].label`` is the key without ``state/`` and ``layout.dim[i].size`` its length,
-  in the order the values are concatenated.
+"""Configuration of the ROS 2 nodes: one typed dataclass per node, loaded from ROS 2 parameters.
 
 Node parameter files use the ROS 2 layout (``<node_name>: ros__parameters: {...}``; a ``/**``
 section applies to every node); :meth:`NodeConfig.from_yaml` loads one node's section into its
 dataclass and rejects unknown keys, listing the valid ones. Nested ``topics: {name: topic}``
-overrides entries of the chosen profile.
+overrides entries of the chosen topic profile (``hardware/ros2/topics.py``, re-exported here).
+:meth:`NodeConfig.from_args` reads a node's command line the way a ROS 2 node does
+(``--ros-args --params-file F -p key:=value -r __node:=name``), so launch files start our
+console scripts exactly like ROS nodes.
 """
 
 from __future__ import annotations
@@ -40,186 +15,65 @@ import dataclasses
 import math
 import types
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
-# ------------------------------------------------------------------ rates [Hz] and bounds
-JOINT_STATE_HZ = 1000.0  # franka_ros2 joint_state_broadcaster / robot state broadcaster
-EE_POSE_HZ = 1000.0
-WRENCH_HZ = 1000.0
-GRIPPER_STATE_HZ = 50.0  # franka_gripper publishes its joint states at tens of Hz
-CAMERA_HZ = 30.0
-CONTROL_HZ = 20.0  # policy / teleop / equilibrium-pose command rate (10-20 Hz on real arms)
-STATE_TIMEOUT_S = 0.05  # watchdog: no fresh state within this bound -> hold, refuse commands
-
-FRANKA_ARM_JOINTS = tuple(f"fr3_joint{i}" for i in range(1, 8))
-FRANKA_FINGER_JOINTS = ("fr3_finger_joint1", "fr3_finger_joint2")
-GENERIC_ARM_JOINTS = tuple(f"joint{i}" for i in range(1, 8))
-GENERIC_FINGER_JOINTS = ("finger_joint1", "finger_joint2")
-
-EPISODE_FIELDS = ("seed", "step", "reward", "success", "terminated", "truncated")
-"""Layout of the ``episode`` message: the reset seed, the control step (0 right after reset),
-the reward of that step, and 0/1 flags. Float64 holds integer seeds exactly below 2**53."""
-
-
-class ConfigError(ValueError):
-    """A parameter file or value that does not fit a node's configuration."""
-
-
-# ------------------------------------------------------------------ QoS
-@dataclass(frozen=True)
-class QosChoice:
-    """A DDS QoS as ROS 2 names it.
-
-    Attributes:
-        reliability: ``reliable`` (rclpy subscribers' default) or ``best_effort``.
-        durability: ``volatile``, or ``transient_local`` for latched topics.
-        depth: KEEP_LAST history depth.
-    """
-
-    reliability: str = "reliable"
-    durability: str = "volatile"
-    depth: int = 10
-
-    def __post_init__(self) -> None:
-        if self.reliability not in ("reliable", "best_effort"):
-            raise ConfigError(f"reliability must be reliable|best_effort, got {self.reliability!r}")
-        if self.durability not in ("volatile", "transient_local"):
-            raise ConfigError(
-                f"durability must be volatile|transient_local, got {self.durability!r}"
-            )
-        if self.depth < 1:
-            raise ConfigError(f"depth must be >= 1, got {self.depth}")
-
-
-COMMAND_QOS = QosChoice("reliable", "volatile", 10)  # every writer: rclpy readers are RELIABLE
-STATE_QOS = QosChoice("reliable", "volatile", 10)  # state writers (readers may be best effort)
-SENSOR_READER_QOS = QosChoice("best_effort", "volatile", 1)  # newest sample only, never stalls
-LATCHED_QOS = QosChoice("reliable", "transient_local", 1)  # e.g. task_state layout, parameters
-QOS: dict[str, QosChoice] = {
-    "command": COMMAND_QOS,
-    "state": STATE_QOS,
-    "sensor_reader": SENSOR_READER_QOS,
-    "latched": LATCHED_QOS,
-}
-
-
-# ------------------------------------------------------------------ topic profiles
-@dataclass(frozen=True)
-class TopicProfile:
-    """Topic names of one robot (``None``: the robot has no such topic).
-
-    State in: ``joint_states`` (JointState; ``arm_joints`` in order, ``gripper_joints`` summed
-    = finger opening [m] when the gripper reports there), ``gripper_joint_states`` (JointState),
-    ``ee_pose`` (PoseStamped, EE in base frame), ``wrench`` (WrenchStamped, external wrench on
-    the EE in base frame [N, Nm]), ``ee_twist`` (TwistStamped), ``cameras`` (name -> Image topic).
-    Commands out: ``equilibrium_pose`` (PoseStamped, Cartesian impedance target, base frame),
-    ``impedance_params`` (Float64MultiArray: 6 stiffnesses [N/m x3, Nm/rad x3] then 6 damping
-    ratios), ``gripper_command`` (Float64MultiArray ``[width m]``), ``joint_torque_command``
-    (Float64MultiArray, 7 torques [Nm]). ``gripper_move_action`` / ``gripper_grasp_action``
-    name the robot's gripper actions for the relay. robotrl topics: see the module docstring.
-    """
-
-    name: str
-    joint_states: str = "/joint_states"
-    gripper_joint_states: str | None = None
-    ee_pose: str | None = None
-    wrench: str | None = None
-    ee_twist: str | None = None
-    cameras: tuple[tuple[str, str], ...] = ()
-    equilibrium_pose: str | None = None
-    impedance_params: str | None = None
-    gripper_command: str | None = None
-    gripper_move_action: str | None = None
-    gripper_grasp_action: str | None = None
-    joint_torque_command: str | None = None
-    arm_joints: tuple[str, ...] = FRANKA_ARM_JOINTS
-    gripper_joints: tuple[str, ...] = FRANKA_FINGER_JOINTS
-    base_frame: str = "base"
-    # robotrl's own topics
-    action: str = "/robotrl/action"
-    intervention: str = "/robotrl/intervention"
-    teleop_twist: str = "/robotrl/teleop/twist"
-    teleop_action: str = "/robotrl/teleop/action"
-    reset: str = "/robotrl/reset"
-    episode: str = "/robotrl/episode"
-    task_state: str = "/robotrl/sim/task_state"
-
-    @property
-    def camera_topics(self) -> dict[str, str]:
-        """Camera name -> Image topic."""
-        return dict(self.cameras)
-
-    def with_overrides(self, overrides: dict[str, Any]) -> TopicProfile:
-        """A copy with ``overrides`` (field -> value) applied; unknown fields -> ConfigError."""
-        valid = {f.name for f in dataclasses.fields(self)} - {"name"}
-        unknown = sorted(set(overrides) - valid)
-        if unknown:
-            raise ConfigError(f"unknown topics {unknown}; valid: {sorted(valid)}")
-        fixed = dict(overrides)
-        if "cameras" in fixed and isinstance(fixed["cameras"], dict):
-            fixed["cameras"] = tuple((str(k), str(v)) for k, v in fixed["cameras"].items())
-        for key in ("arm_joints", "gripper_joints"):
-            if key in fixed:
-                fixed[key] = tuple(str(j) for j in fixed[key])
-        return dataclasses.replace(self, **fixed)
-
-    def all_topics(self) -> dict[str, str]:
-        """Every topic this profile names: field (``camera.<name>`` for cameras) -> topic."""
-        out = {
-            f.name: getattr(self, f.name)
-            for f in dataclasses.fields(self)
-            if isinstance(getattr(self, f.name), str)
-            and getattr(self, f.name).startswith("/")
-            and f.name not in ("gripper_move_action", "gripper_grasp_action")
-        }
-        out.update({f"camera.{k}": v for k, v in self.cameras})
-        return out
-
-
-FRANKA = TopicProfile(
-    name="franka",
-    joint_states="/joint_states",
-    gripper_joint_states="/franka_gripper/joint_states",
-    ee_pose="/franka_robot_state_broadcaster/current_pose",
-    wrench="/franka_robot_state_broadcaster/external_wrench_in_base_frame",
-    ee_twist=None,  # the broadcaster publishes only the desired twist; the bridge uses J dq
-    equilibrium_pose="/cartesian_impedance_controller/equilibrium_pose",
-    impedance_params="/cartesian_impedance_controller/impedance_params",
-    gripper_command="/franka_gripper/width_command",
-    gripper_move_action="/franka_gripper/move",
-    gripper_grasp_action="/franka_gripper/grasp",
-    joint_torque_command="/joint_effort_controller/commands",
-    arm_joints=FRANKA_ARM_JOINTS,
-    gripper_joints=FRANKA_FINGER_JOINTS,
-    base_frame="fr3_link0",
+from hardware.ros2.topics import (
+    CAMERA_HZ,
+    COMMAND_QOS,
+    CONTROL_HZ,
+    EE_POSE_HZ,
+    EPISODE_FIELDS,
+    FRANKA,
+    GENERIC,
+    GRIPPER_STATE_HZ,
+    JOINT_STATE_HZ,
+    LATCHED_QOS,
+    PROFILES,
+    QOS,
+    SENSOR_READER_QOS,
+    SIM,
+    STATE_QOS,
+    STATE_TIMEOUT_S,
+    WRENCH_HZ,
+    ConfigError,
+    QosChoice,
+    TopicProfile,
+    topic_profile,
 )
-GENERIC = TopicProfile(
-    name="generic",
-    joint_states="/joint_states",
-    gripper_joint_states=None,  # fingers are joints of /joint_states
-    ee_pose="/current_pose",
-    wrench="/force_torque_sensor_broadcaster/wrench",
-    ee_twist=None,
-    equilibrium_pose="/target_pose",
-    impedance_params="/cartesian_impedance_controller/impedance_params",
-    gripper_command="/gripper_controller/commands",
-    joint_torque_command="/effort_controller/commands",
-    arm_joints=GENERIC_ARM_JOINTS,
-    gripper_joints=GENERIC_FINGER_JOINTS,
-    base_frame="base_link",
-)
-# The sim adds what a real Franka lacks: the measured EE twist and the task's object state.
-SIM = dataclasses.replace(FRANKA, name="sim", ee_twist="/robotrl/sim/ee_twist")
-PROFILES: dict[str, TopicProfile] = {"franka": FRANKA, "generic": GENERIC, "sim": SIM}
 
-
-def topic_profile(name: str, overrides: dict[str, Any] | None = None) -> TopicProfile:
-    """The profile ``name`` of :data:`PROFILES` with ``overrides`` applied."""
-    if name not in PROFILES:
-        raise ConfigError(f"unknown topic profile {name!r}; available: {sorted(PROFILES)}")
-    return PROFILES[name].with_overrides(overrides or {})
+__all__ = [
+    "CAMERA_HZ",
+    "COMMAND_QOS",
+    "CONTROL_HZ",
+    "EE_POSE_HZ",
+    "EPISODE_FIELDS",
+    "FRANKA",
+    "GENERIC",
+    "GRIPPER_STATE_HZ",
+    "JOINT_STATE_HZ",
+    "LATCHED_QOS",
+    "NODE_CONFIGS",
+    "PROFILES",
+    "QOS",
+    "SENSOR_READER_QOS",
+    "SIM",
+    "STATE_QOS",
+    "STATE_TIMEOUT_S",
+    "WRENCH_HZ",
+    "BridgeConfig",
+    "ConfigError",
+    "NodeConfig",
+    "PolicyNodeConfig",
+    "QosChoice",
+    "RecorderConfig",
+    "SimRobotConfig",
+    "TeleopNodeConfig",
+    "TopicProfile",
+    "topic_profile",
+]
 
 
 # ------------------------------------------------------------------ node configs
@@ -308,11 +162,16 @@ class NodeConfig:
     def from_yaml(cls, path: str | Path, node_name: str | None = None) -> Self:
         """The ``node_name`` section (default :attr:`NODE_NAME`) of a ROS 2 parameter file,
         merged over its ``/**`` section; a file without either section -> ConfigError."""
+        node_name = node_name or cls.NODE_NAME
+        return cls.from_params(cls.yaml_params(path, node_name), where=f"{path} [{node_name}]")
+
+    @classmethod
+    def yaml_params(cls, path: str | Path, node_name: str | None = None) -> dict[str, Any]:
+        """The raw ``ros__parameters`` of ``node_name`` in ``path`` merged over ``/**``."""
         import yaml
 
         node_name = node_name or cls.NODE_NAME
-        text = Path(path).read_text()
-        doc = yaml.safe_load(text) or {}
+        doc = yaml.safe_load(Path(path).read_text()) or {}
         if not isinstance(doc, dict):
             raise ConfigError(f"{path}: expected a mapping of node names, got {type(doc).__name__}")
         params: dict[str, Any] = {}
@@ -331,7 +190,73 @@ class NodeConfig:
             raise ConfigError(
                 f"{path}: no section for node {node_name!r} (sections: {sorted(doc)})"
             )
-        return cls.from_params(params, where=f"{path} [{node_name}]")
+        return params
+
+    @classmethod
+    def from_args(cls, argv: Sequence[str]) -> tuple[Self, str]:
+        """Config and node name from a ROS 2 node command line.
+
+        Accepted: ``key:=value`` / ``key=value`` before ``--ros-args``; after it
+        ``--params-file F`` (repeatable, later files win), ``-p key:=value`` / ``--param``,
+        ``-r __node:=name`` / ``--remap``, and ``--log-level X`` (ignored). Values are YAML
+        (as in ROS); ``topics.ee_pose:=/x`` sets one nested entry. Unknown options ->
+        ConfigError.
+        """
+        import yaml
+
+        node_name = cls.NODE_NAME
+        files: list[str] = []
+        sets: list[str] = []
+        args = list(argv)
+        i, ros = 0, False
+        while i < len(args):
+            a = args[i]
+            if a == "--ros-args":
+                ros = True
+            elif a == "--":
+                ros = False
+            elif ros and a == "--params-file" and i + 1 < len(args):
+                files.append(args[i + 1])
+                i += 1
+            elif ros and a in ("-p", "--param") and i + 1 < len(args):
+                sets.append(args[i + 1])
+                i += 1
+            elif ros and a in ("-r", "--remap") and i + 1 < len(args):
+                lhs, _, rhs = args[i + 1].partition(":=")
+                if lhs != "__node" or not rhs:
+                    raise ConfigError(
+                        f"only '-r __node:=<name>' remaps are supported, got {args[i + 1]!r}"
+                    )
+                node_name = rhs
+                i += 1
+            elif ros and a == "--log-level" and i + 1 < len(args):
+                i += 1
+            elif not ros and ("=" in a) and not a.startswith("-"):
+                sets.append(a)
+            else:
+                raise ConfigError(
+                    f"unexpected argument {a!r}; expected key:=value or --ros-args "
+                    "[--params-file F] [-p key:=value] [-r __node:=name]"
+                )
+            i += 1
+        params: dict[str, Any] = {}
+        for f in files:
+            for k, v in cls.yaml_params(f, node_name).items():
+                if isinstance(v, dict) and isinstance(params.get(k), dict):
+                    params[k] = {**params[k], **v}
+                else:
+                    params[k] = v
+        for item in sets:
+            key, sep, raw = item.partition(":=")
+            if not sep:
+                key, sep, raw = item.partition("=")
+            value = yaml.safe_load(raw) if raw != "" else ""
+            if "." in key:
+                outer, inner = key.split(".", 1)
+                params[outer] = {**(params.get(outer) or {}), inner: value}
+            else:
+                params[key] = value
+        return cls.from_params(params, where=f"{cls.__name__} ({node_name})"), node_name
 
     def to_params(self) -> dict[str, Any]:
         """The ``ros__parameters`` mapping of this config (tuples as lists)."""
@@ -445,6 +370,9 @@ class TeleopNodeConfig(NodeConfig):
         state_timeout_s: the expert acts only on state fresher than this [s].
         lockstep: (expert) act once per ``episode`` message (sim robot in lockstep), not on a
             timer.
+        publish_action: also publish the device's action on the executed-action topic
+            ``action`` (teleop drives the robot: data collection); False publishes only the
+            teleop topics and the flag (a policy drives, the human may take over).
     """
 
     NODE_NAME: ClassVar[str] = "robotrl_teleop"
@@ -459,6 +387,7 @@ class TeleopNodeConfig(NodeConfig):
     seed: int = 0
     state_timeout_s: float = 0.5
     lockstep: bool = False
+    publish_action: bool = True
 
     def validate(self) -> None:
         _positive(self, "rate_hz", "max_dpos", "max_drot", "state_timeout_s")
