@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -36,9 +37,27 @@ def _task(name: str) -> Task:
     return TASKS[name]()
 
 
-def make(task: str, **kwargs: Any) -> PandaEnv:
+# Other simulators: backend -> "module:function(task, **kw)", imported on use (their packages
+# are optional extras).
+BACKENDS: dict[str, str] = {
+    "pybullet": "sim.pybullet_env:make_pybullet",
+    "maniskill": "sim.maniskill_env:make_maniskill",
+}
+
+
+def _backend_make(backend: str) -> Callable[..., gym.Env]:
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; available: ['mujoco', *{sorted(BACKENDS)}]")
+    module, fn = BACKENDS[backend].split(":")
+    return getattr(importlib.import_module(module), fn)
+
+
+def make(task: str, backend: str = "mujoco", **kwargs: Any) -> PandaEnv:
     """Build one env of ``task`` (see :class:`sim.env.PandaEnv` for keyword arguments); tasks
-    with instructions get an :class:`~sim.instructed_env.InstructedPandaEnv`."""
+    with instructions get an :class:`~sim.instructed_env.InstructedPandaEnv`. ``backend``
+    selects another simulator from :data:`BACKENDS` (same observation and action spaces)."""
+    if backend != "mujoco":
+        return _backend_make(backend)(task, **kwargs)
     t = _task(task)
     if isinstance(t, InstructedTask):
         return InstructedPandaEnv(t, **kwargs)
@@ -62,7 +81,10 @@ def make_vec(
     """
     if num_envs < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
-    _task(task)  # fail here, not in a worker process
+    if kwargs.get("backend", "mujoco") == "mujoco":
+        _task(task)  # fail here, not in a worker process
+    else:
+        _backend_make(kwargs["backend"])
     fns: list[Callable[[], gym.Env]] = [lambda: make(task, **kwargs) for _ in range(num_envs)]
     if asynchronous and num_envs > 1:
         return gym.vector.AsyncVectorEnv(fns, context=context, shared_memory=False)
