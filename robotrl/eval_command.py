@@ -8,7 +8,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from policies.checkpoint import load_policy
-from robotrl.policy_env import env_kwargs, record_videos, rollout_policy
+from robotrl.policy_env import env_kwargs, record_videos, rollout_policy, with_backend
 from robotrl.run import make_run_dir, save_config
 
 
@@ -18,7 +18,8 @@ def run_eval(cfg: DictConfig) -> dict[str, Any]:
     if not task:
         raise ValueError("the checkpoint names no task: give task=...")
     te = int(cfg.execute_horizon or meta.get("execute_horizon", policy.action_horizon // 2))
-    kwargs = env_kwargs(meta)
+    backend = cfg.get("backend", "mujoco")
+    kwargs = with_backend(env_kwargs(meta), backend)
     run_dir = make_run_dir(cfg.output_dir, cfg.name)
     save_config(cfg, run_dir)
     start = time.perf_counter()
@@ -47,6 +48,7 @@ def run_eval(cfg: DictConfig) -> dict[str, Any]:
         "command": "eval",
         "checkpoint": str(cfg.checkpoint),
         "task": task,
+        "backend": backend,
         **res.summary(),
         "num_envs": cfg.num_envs,
         "wall_s": round(wall, 2),

@@ -22,6 +22,18 @@ def env_kwargs(meta: dict[str, Any]) -> dict[str, Any]:
     return kw
 
 
+def with_backend(kwargs: dict[str, Any], backend: str) -> dict[str, Any]:
+    """``kwargs`` for ``sim.make`` on another simulator (``sim.registry.BACKENDS``). Those have
+    no in-simulator ("native") impedance law, so a checkpoint's ``native`` controller becomes
+    the numpy ``impedance`` controller: the same law, as it runs on hardware."""
+    if backend == "mujoco":
+        return kwargs
+    out = {**kwargs, "backend": backend}
+    if out.get("controller") == "native":
+        out["controller"] = "impedance"
+    return out
+
+
 def rollout_policy(
     policy: Any,
     task: str,

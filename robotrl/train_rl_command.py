@@ -19,7 +19,7 @@ from robotrl.algos.residual import ResidualAgent, ResidualConfig, StateFeaturize
 from robotrl.algos.residual_training import TrainConfig, demo_buffer, train_residual
 from robotrl.datasets import EpisodeStore, compute_stats
 from robotrl.metrics import MetricsLogger
-from robotrl.policy_env import env_kwargs
+from robotrl.policy_env import env_kwargs, with_backend
 from robotrl.run import make_run_dir, save_config
 from robotrl.video import write_mp4
 
@@ -103,7 +103,7 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
     if not task:
         raise ValueError("the checkpoint names no task: give task=...")
     te = int(meta.get("execute_horizon", base.action_horizon // 2))
-    kw = env_kwargs(meta)
+    kw = with_backend(env_kwargs(meta), cfg.get("backend", "mujoco"))
 
     def make_env() -> Any:
         return sim.make(task, **kw)

@@ -8,7 +8,8 @@ run with the numpy controller (``impedance`` or ``osc``) computing joint torques
 each passed through the filter's torque stage -- the code path the hardware runs.
 
 Shapes as in :mod:`sim.env`: action (7,) in [-1, 1]; observations ``state/*`` float32 with the
-same keys and sizes as the MuJoCo env of the same task. Cameras are not rendered (state only).
+same keys and sizes as the MuJoCo env of the same task. No camera observations (state only);
+:meth:`render_camera` draws the front view for videos.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from sim.pybullet_arm import PyBulletPanda
 from sim.pybullet_tasks import PYBULLET_TASKS, PyBulletTask
 
 CONTROLLERS = ("impedance", "osc")
+# MuJoCo's ``front`` camera (sim/arm.py): eye, a point 1.3 m along its view axis, its up axis.
+FRONT_EYE, FRONT_TARGET, FRONT_UP = (1.3, -0.8, 0.9), (0.415, -0.091, 0.263), (-0.383, 0.306, 0.872)
 SOLVER_ITERATIONS = 50  # PyBullet's default; fewer let a grasped cube slip
 
 
@@ -57,6 +60,7 @@ class PyBulletPandaEnv(gym.Env):
         reward_type: str = "sparse",
         terminate_on_success: bool = True,
         cameras: tuple[str, ...] = (),
+        image_size: tuple[int, int] = (96, 96),
         randomize: dict[str, float] | None = None,
         workspace_low: np.ndarray | None = None,
         workspace_high: np.ndarray | None = None,
@@ -71,7 +75,7 @@ class PyBulletPandaEnv(gym.Env):
             raise ValueError(f"reward_type must be 'sparse' or 'dense', got {reward_type!r}")
         if cameras:
             raise ValueError(f"the pybullet backend renders no cameras, got {tuple(cameras)}")
-        unknown = set(unused) - {"image_size", "render_mode"}
+        unknown = set(unused) - {"render_mode"}
         if unknown:
             raise TypeError(f"unexpected keyword arguments {sorted(unknown)}")
         n_sub = round(1.0 / (control_hz * PHYSICS_DT))
@@ -91,6 +95,7 @@ class PyBulletPandaEnv(gym.Env):
         self.reward_type = reward_type
         self.terminate_on_success = terminate_on_success
         self.cameras = ()
+        self.image_size = tuple(image_size)
         self.max_episode_steps = int(max_episode_steps or task.max_episode_steps)
 
         self.client = pb.connect(pb.DIRECT)
@@ -212,6 +217,20 @@ class PyBulletPandaEnv(gym.Env):
         truncated = self._steps >= self.max_episode_steps
         info = {"success": success, "intervention": False, "safety": flags}
         return self._observe(), reward, terminated, truncated, info
+
+    # ------------------------------------------------------------------ rendering
+    def render_camera(self, camera: str) -> np.ndarray:
+        """(H, W, 3) uint8 image at :attr:`image_size` from ``front`` (MuJoCo's front camera
+        pose), by PyBullet's CPU TinyRenderer; for videos, not for observations."""
+        if camera != "front":
+            raise ValueError(f"the pybullet backend renders only 'front', got {camera!r}")
+        h, w = self.image_size
+        view = pb.computeViewMatrix(FRONT_EYE, FRONT_TARGET, FRONT_UP, physicsClientId=self.client)
+        proj = pb.computeProjectionMatrixFOV(45.0, w / h, 0.05, 5.0, physicsClientId=self.client)
+        img = pb.getCameraImage(
+            w, h, view, proj, renderer=pb.ER_TINY_RENDERER, physicsClientId=self.client
+        )[2]
+        return np.asarray(img, dtype=np.uint8).reshape(h, w, 4)[:, :, :3].copy()
 
     def close(self) -> None:
         if self.client is not None and pb.isConnected(physicsClientId=self.client):
