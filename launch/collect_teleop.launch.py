@@ -1,0 +1,124 @@
+"""Teleop data collection on a robot: bridge + teleop node + recorder (+ optional sim robot).
+
+The teleop node reads the device at the control rate and publishes the normalised action on
+``/robotrl/action`` (plus twist and intervention flag); the bridge turns it into safety-filtered
+equilibrium poses for the robot's Cartesian impedance controller; the recorder resamples the
+robot's state and the executed action onto the control grid and commits each episode to the zarr
+store. ``use_sim:=true`` also starts the MuJoCo sim robot speaking the same topics.
+
+    ros2 launch launch/collect_teleop.launch.py device:=spacemouse out:=data/pick task:=lift
+"""
+
+import os
+
+from launch.actions import DeclareLaunchArgument, ExecuteProcess
+from launch.conditions import IfCondition
+from launch.substitutions import LaunchConfiguration
+
+from launch import LaunchDescription
+
+CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "config")
+
+
+def generate_launch_description() -> LaunchDescription:
+    arg = LaunchConfiguration
+    args = [
+        DeclareLaunchArgument(
+            "params_file",
+            default_value=os.path.join(CONFIG, "collect_teleop.yaml"),
+            description="parameter YAML of the bridge, teleop and recorder nodes",
+        ),
+        DeclareLaunchArgument(
+            "profile", default_value="franka", description="topic profile: franka|generic|sim"
+        ),
+        DeclareLaunchArgument(
+            "device", default_value="spacemouse", description="teleop device name"
+        ),
+        DeclareLaunchArgument(
+            "out", default_value="data/teleop_session", description="zarr episode store"
+        ),
+        DeclareLaunchArgument("task", default_value="lift", description="task name (metadata)"),
+        DeclareLaunchArgument("operator", default_value="", description="operator (metadata)"),
+        DeclareLaunchArgument(
+            "episodes", default_value="0", description="stop after N episodes (0: never)"
+        ),
+        DeclareLaunchArgument(
+            "control_hz", default_value="20.0", description="control / recording rate [Hz]"
+        ),
+        DeclareLaunchArgument(
+            "use_sim", default_value="false", description="also start robotrl-sim-robot"
+        ),
+    ]
+    common = [
+        "--ros-args",
+        "--params-file",
+        arg("params_file"),
+        "-p",
+        ["profile:=", arg("profile")],
+    ]
+    bridge = ExecuteProcess(
+        cmd=[
+            "robotrl-bridge",
+            *common,
+            "-r",
+            "__node:=robotrl_bridge",
+            "-p",
+            ["control_hz:=", arg("control_hz")],
+        ],
+        name="robotrl_bridge",
+        output="screen",
+    )
+    teleop = ExecuteProcess(
+        cmd=[
+            "robotrl-teleop-node",
+            *common,
+            "-r",
+            "__node:=robotrl_teleop",
+            "-p",
+            ["device:=", arg("device")],
+            "-p",
+            ["rate_hz:=", arg("control_hz")],
+            "-p",
+            ["task:=", arg("task")],
+        ],
+        name="robotrl_teleop",
+        output="screen",
+    )
+    recorder = ExecuteProcess(
+        cmd=[
+            "robotrl-recorder-node",
+            *common,
+            "-r",
+            "__node:=robotrl_recorder",
+            "-p",
+            ["out:=", arg("out")],
+            "-p",
+            ["task:=", arg("task")],
+            "-p",
+            ["operator:=", arg("operator")],
+            "-p",
+            ["episodes:=", arg("episodes")],
+            "-p",
+            ["fps:=", arg("control_hz")],
+        ],
+        name="robotrl_recorder",
+        output="screen",
+    )
+    sim_robot = ExecuteProcess(
+        cmd=[
+            "robotrl-sim-robot",
+            "--ros-args",
+            "--params-file",
+            os.path.join(CONFIG, "sim_robot.yaml"),
+            "-r",
+            "__node:=robotrl_sim_robot",
+            "-p",
+            ["task:=", arg("task")],
+            "-p",
+            ["control_hz:=", arg("control_hz")],
+        ],
+        name="robotrl_sim_robot",
+        output="screen",
+        condition=IfCondition(arg("use_sim")),
+    )
+    return LaunchDescription([*args, sim_robot, bridge, teleop, recorder])
