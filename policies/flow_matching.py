@@ -253,6 +253,18 @@ class FlowMatchingPolicy(nn.Module):
         """(B, K) log-probs of the stored chain's transitions under the current weights
         (0 at deterministic steps): exactly what :meth:`sample_chain` computed when the
         weights are unchanged."""
+        return self.log_prob_and_entropy(obs, chain, mode, k_star, noise_level)[0]
+
+    def log_prob_and_entropy(
+        self,
+        obs: Mapping[str, torch.Tensor],
+        chain: torch.Tensor,
+        mode: str = "sde",
+        k_star: torch.Tensor | None = None,
+        noise_level: float | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`log_prob` and the (B, K) entropies of the same Gaussian transitions
+        (summed over Ta x Da; 0 at deterministic steps), for an entropy bonus in RL."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         cond = self.encode(obs)
@@ -261,16 +273,19 @@ class FlowMatchingPolicy(nn.Module):
             raise ValueError(
                 f"chain must be (B, K+1={self.num_steps + 1}, Ta, Da), got {tuple(chain.shape)}"
             )
-        out = []
+        out, ents = [], []
         for k, t in enumerate(self._times()):
             tb = torch.full((b,), float(t), device=cond.device)
             x = chain[:, k]
             v, feat = self.net(x, tb, cond)
             mu, std = self.transition(x, v, feat, tb, mode, noise_level)
             m = self._stochastic(mode, k, k_star, b, cond.device)
-            lp = gaussian_log_prob(chain[:, k + 1], mu, torch.where(m[:, None, None], std, 1.0))
+            std = torch.where(m[:, None, None], std, 1.0)
+            lp = gaussian_log_prob(chain[:, k + 1], mu, std)
+            ent = (torch.log(std) + 0.5 * (1.0 + LOG_2PI)).flatten(1).sum(-1)
             out.append(torch.where(m, lp, torch.zeros_like(lp)))
-        return torch.stack(out, dim=1)
+            ents.append(torch.where(m, ent, torch.zeros_like(ent)))
+        return torch.stack(out, dim=1), torch.stack(ents, dim=1)
 
     def to_action(self, x: torch.Tensor) -> torch.Tensor:
         """Normalised chunk -> env actions in [-1, 1]."""

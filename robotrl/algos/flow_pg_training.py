@@ -1,0 +1,127 @@
+"""The Flow-Noise / Flow-SDE / GRPO training loop: collect chunk-level episodes in a vector env,
+build a batch, update, evaluate with the deterministic ODE sampler every ``eval_every`` env
+steps. A function so the CLI, tests and benchmarks share it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from robotrl.algos.flow_pg import FlowPG, FlowPGConfig
+from robotrl.algos.flow_rollout import FlowRollout
+from robotrl.metrics import MetricsLogger
+
+
+@dataclass
+class FlowTrainConfig:
+    """Schedule of :func:`train_flow_pg`.
+
+    Attributes:
+        total_env_steps: env steps summed over envs. eval_every: env steps between evaluations.
+        target_success: stop once an evaluation reaches it (None: run to the end).
+        seed: RNGs and the first episode seed.
+    """
+
+    total_env_steps: int = 100_000
+    eval_every: int = 10_000
+    target_success: float | None = None
+    seed: int = 0
+
+
+@dataclass
+class FlowTrainResult:
+    learner: FlowPG
+    evaluations: list[dict[str, float]] = field(default_factory=list)
+    env_steps: int = 0
+    wall_s: float = 0.0
+    steps_to_target: int | None = None
+    wall_to_target: float | None = None
+    train_success: list[float] = field(default_factory=list)
+
+
+def train_flow_pg(
+    policy: Any,
+    venv: Any,
+    evaluate: Callable[[Any], dict[str, float]],
+    cfg: FlowPGConfig,
+    train: FlowTrainConfig,
+    *,
+    execute_horizon: int,
+    logger: MetricsLogger | None = None,
+    progress: bool = True,
+) -> FlowTrainResult:
+    """Fine-tune ``policy`` in place by flow policy gradients.
+
+    Args:
+        policy: flow policy (its ``num_steps`` is set to ``cfg.num_steps`` when given).
+        venv: vector env with autoreset disabled (see :class:`FlowRollout`); closed at the end.
+        evaluate: ``evaluate(policy) -> {"success_rate": ..., ...}``, with the ODE sampler.
+        execute_horizon: Te actions executed per chunk.
+    """
+    torch.manual_seed(train.seed)
+    if cfg.num_steps is not None:
+        policy.num_steps = int(cfg.num_steps)
+    group = cfg.group_size if cfg.algo == "grpo" else 1
+    rollout = FlowRollout(
+        policy, venv, cfg.mode, execute_horizon, train.seed, group, cfg.noise_level
+    )
+    learner = FlowPG(policy, rollout.feature_dim, cfg)
+    result = FlowTrainResult(learner=learner)
+    start = time.perf_counter()
+    bar = tqdm(total=train.total_env_steps, desc=cfg.algo, disable=not progress)
+    last_logs: dict[str, float] = {}
+    recent: list[bool] = []
+
+    def evaluate_now() -> None:
+        ev = evaluate(policy)
+        row = {
+            "env_steps": rollout.env_steps,
+            "wall_s": time.perf_counter() - start,
+            **ev,
+            **last_logs,
+        }
+        if recent:
+            row["train_success"] = float(np.mean(recent[-100:]))
+        result.evaluations.append(row)
+        if logger is not None:
+            logger.log(**row)
+        bar.set_postfix(success=f"{ev['success_rate']:.2f}")
+        if (
+            result.steps_to_target is None
+            and train.target_success is not None
+            and ev["success_rate"] >= train.target_success
+        ):
+            result.steps_to_target = rollout.env_steps
+            result.wall_to_target = row["wall_s"]
+
+    evaluate_now()  # the BC policy before RL
+    next_eval = train.eval_every
+    it = 0
+    try:
+        while rollout.env_steps < train.total_env_steps and result.steps_to_target is None:
+            before = rollout.env_steps
+            groups = rollout.collect(cfg.rollout_env_steps)
+            bar.update(rollout.env_steps - before)
+            recent += [ep.success for g in groups for ep in g]
+            batch = learner.make_batch(groups)
+            if batch is not None:
+                last_logs = learner.update(batch, seed=train.seed + it)
+                last_logs["kept_chunks"] = last_logs.pop("batch_chunks")
+            it += 1
+            if rollout.env_steps >= next_eval:
+                next_eval += train.eval_every
+                evaluate_now()
+    finally:
+        bar.close()
+        rollout.close()
+    result.env_steps = rollout.env_steps
+    result.wall_s = time.perf_counter() - start
+    result.train_success = [float(x) for x in recent]
+    return result
