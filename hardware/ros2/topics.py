@@ -24,9 +24,9 @@ twist and action (``/robotrl/teleop/...``), and the episode protocol of the sim 
 - ``episode`` (Float64MultiArray, :data:`EPISODE_FIELDS`): published by whoever steps the env
   (the sim robot node, or the bridge on hardware) after every reset and every control step,
   carrying the stamp of the state messages it describes. The recorder cuts episodes with it.
-- ``task_state`` (Float64MultiArray): task observations (``state/cube_pos`` ...) of the sim;
-  ``layout.dim[i].label`` is the key without ``state/`` and ``layout.dim[i].size`` its length,
-  in the order the values are concatenated.
+- ``task_state`` (sensor_msgs/JointState): task observations of the sim (``state/cube_pos``
+  ...), stamped like the arm state: ``name[i]`` is ``<key>/<index>`` (``cube_pos/0``) with the
+  key without ``state/``, ``position[i]`` the value; see :func:`task_state_names`.
 
 Node configurations (one dataclass per node, loaded from ROS 2 parameter YAML) are in
 ``hardware/ros2/config.py``.
@@ -228,6 +228,25 @@ GENERIC = TopicProfile(
 # The sim adds what a real Franka lacks: the measured EE twist and the task's object state.
 SIM = dataclasses.replace(FRANKA, name="sim", ee_twist="/robotrl/sim/ee_twist")
 PROFILES: dict[str, TopicProfile] = {"franka": FRANKA, "generic": GENERIC, "sim": SIM}
+
+
+def task_state_names(sizes: dict[str, int]) -> list[str]:
+    """``name`` entries of a ``task_state`` message for observation sizes ``{"cube_pos": 3}``:
+    ``["cube_pos/0", "cube_pos/1", "cube_pos/2"]`` (keys in the given order)."""
+    return [f"{key}/{i}" for key, n in sizes.items() for i in range(n)]
+
+
+def task_state_sizes(names: list[str]) -> dict[str, int]:
+    """Inverse of :func:`task_state_names` (ConfigError on names out of order or malformed)."""
+    sizes: dict[str, int] = {}
+    for name in names:
+        key, sep, idx = name.rpartition("/")
+        if not sep or not key or not idx.isdigit() or int(idx) != sizes.get(key, 0):
+            raise ConfigError(f"task_state name {name!r} is not '<key>/<index>' in order")
+        if key in sizes and list(sizes)[-1] != key:
+            raise ConfigError(f"task_state entries of {key!r} are not contiguous")
+        sizes[key] = int(idx) + 1
+    return sizes
 
 
 def topic_profile(name: str, overrides: dict[str, Any] | None = None) -> TopicProfile:
