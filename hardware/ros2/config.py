@@ -370,6 +370,10 @@ class TeleopNodeConfig(NodeConfig):
         state_timeout_s: the expert acts only on state fresher than this [s].
         lockstep: (expert) act once per ``episode`` message (sim robot in lockstep), not on a
             timer.
+        episodes: (lockstep) episodes to run, each started by a ``reset`` with ``seed + k``
+            (0: until stopped).
+        wait_subscribers: (lockstep) readers of ``action`` to wait for before the first reset
+            (the sim robot, plus the recorder when one records).
         publish_action: also publish the device's action on the executed-action topic
             ``action`` (teleop drives the robot: data collection); False publishes only the
             teleop topics and the flag (a policy drives, the human may take over).
@@ -388,6 +392,8 @@ class TeleopNodeConfig(NodeConfig):
     state_timeout_s: float = 0.5
     lockstep: bool = False
     publish_action: bool = True
+    episodes: int = 0
+    wait_subscribers: int = 1
 
     def validate(self) -> None:
         _positive(self, "rate_hz", "max_dpos", "max_drot", "state_timeout_s")
@@ -395,6 +401,11 @@ class TeleopNodeConfig(NodeConfig):
 
         if self.device not in DEVICES:
             raise ConfigError(f"unknown device {self.device!r}; available: {sorted(DEVICES)}")
+        if self.episodes < 0 or self.wait_subscribers < 0:
+            raise ConfigError(
+                f"episodes and wait_subscribers must be >= 0, got {self.episodes}, "
+                f"{self.wait_subscribers}"
+            )
 
 
 @dataclass
@@ -408,8 +419,9 @@ class RecorderConfig(NodeConfig):
         task, operator, language: per-episode metadata.
         cameras: camera names to record (topics from the profile).
         episodes: stop after this many committed episodes (0: until stopped).
-        state_timeout_s: a grid step whose newest state is older than this is not recorded
-            (the episode is discarded and the reason logged) [s].
+        state_timeout_s: how long a step waits for its state and action messages [s]; a step
+            still incomplete after it discards the episode (the reason is logged).
+        task_state: also record the sim's task state (``state/cube_pos`` ...).
     """
 
     NODE_NAME: ClassVar[str] = "robotrl_recorder"
@@ -423,6 +435,7 @@ class RecorderConfig(NodeConfig):
     cameras: tuple[str, ...] = ()
     episodes: int = 0
     state_timeout_s: float = 0.5
+    task_state: bool = False
 
     def validate(self) -> None:
         _positive(self, "fps", "state_timeout_s")

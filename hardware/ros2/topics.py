@@ -20,6 +20,8 @@ Every profile also has robotrl's own topics (same on every robot): the executed 
 (``/robotrl/action``), the intervention flag (``/robotrl/intervention``), the teleop device's
 twist and action (``/robotrl/teleop/...``), and the episode protocol of the sim robot node:
 
+- ``action`` (Float64MultiArray, (7,) normalised action): what the robot executes; a lockstep
+  sim steps once per message. Lockstep operators tag it (:func:`action_tag`).
 - ``reset`` (Float64MultiArray ``[seed]``): reset the episode with that seed.
 - ``episode`` (Float64MultiArray, :data:`EPISODE_FIELDS`): published by whoever steps the env
   (the sim robot node, or the bridge on hardware) after every reset and every control step,
@@ -111,7 +113,7 @@ class QosChoice:
 COMMAND_QOS = QosChoice("reliable", "volatile", 10)  # every writer: rclpy readers are RELIABLE
 STATE_QOS = QosChoice("reliable", "volatile", 10)  # state writers (readers may be best effort)
 SENSOR_READER_QOS = QosChoice("best_effort", "volatile", 1)  # newest sample only, never stalls
-LATCHED_QOS = QosChoice("reliable", "transient_local", 1)  # e.g. task_state layout, parameters
+LATCHED_QOS = QosChoice("reliable", "transient_local", 1)  # e.g. impedance parameters
 QOS: dict[str, QosChoice] = {
     "command": COMMAND_QOS,
     "state": STATE_QOS,
@@ -247,6 +249,28 @@ def task_state_sizes(names: list[str]) -> dict[str, int]:
             raise ConfigError(f"task_state entries of {key!r} are not contiguous")
         sizes[key] = int(idx) + 1
     return sizes
+
+
+ACTION_TAG_PREFIX = "robotrl:"
+
+
+def action_tag(seed: int, step: int, intervention: bool) -> str:
+    """Label of the single ``layout.dim`` of an ``action`` message from a lockstep operator:
+    which episode (its reset seed) and step the action is for, and whether a human drove it.
+    ROS consumers (and the bag importer) ignore labels; the recorder uses it to pair actions
+    with steps exactly instead of by arrival time."""
+    return f"{ACTION_TAG_PREFIX}seed={int(seed)};step={int(step)};intervention={int(intervention)}"
+
+
+def parse_action_tag(label: str) -> tuple[int, int, bool] | None:
+    """(seed, step, intervention) of an :func:`action_tag` label; None for other labels."""
+    if not label.startswith(ACTION_TAG_PREFIX):
+        return None
+    try:
+        fields = dict(kv.split("=", 1) for kv in label[len(ACTION_TAG_PREFIX) :].split(";"))
+        return int(fields["seed"]), int(fields["step"]), bool(int(fields["intervention"]))
+    except (KeyError, ValueError):
+        return None
 
 
 def topic_profile(name: str, overrides: dict[str, Any] | None = None) -> TopicProfile:

@@ -1,0 +1,254 @@
+"""``robotrl-recorder-node``: robot topics -> episodes in the crash-safe zarr episode store.
+
+The control grid is given by the ``episode`` messages of whoever steps the robot (the sim robot
+node, or the bridge): step 0 after a reset, then one per control step, each carrying the stamp
+of the state published for it (``hardware/ros2/topics.py``). For each grid step the recorder
+
+- takes the observation of exactly that stamp from the state topics (:class:`StateCache`;
+  DDS does not order samples across topics, so pairing is by stamp, never by arrival);
+- pairs the step with the action that produced the next step: a tagged action
+  (``seed``/``step`` label, lockstep operators) exactly; otherwise the newest ``action``
+  message received before the next step's ``episode`` message (zero-order hold on the grid),
+  and likewise the newest ``intervention`` flag;
+- stores ``reward`` and the flags of the step the action led to, like ``robotrl collect``
+  (``writer.add(obs_k, a_k, info_k+1, reward_k+1)``), and the sim stamp since the episode's
+  first step as ``timestamp`` (exactly ``k / fps`` in lockstep).
+
+An episode is committed (fsynced, atomically published by the store) when a step reports
+``terminated`` or ``truncated``; a reset before that, a missing state/action after
+``state_timeout_s``, or a stop discards only the episode being recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from hardware.ros2.config import RecorderConfig
+from hardware.ros2.observation import StateCache
+from hardware.ros2.topics import EPISODE_FIELDS, parse_action_tag
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RecorderStats:
+    recorded: int = 0
+    successes: int = 0
+    discarded: int = 0
+    steps: int = 0
+    reasons: list[str] = field(default_factory=list)
+    episode_indices: list[int] = field(default_factory=list)
+
+
+@dataclass
+class _Step:
+    stamp: int
+    obs: dict[str, np.ndarray]
+    ep: dict[str, float]
+    received: int  # receive time of the episode message [ns, monotonic]
+
+
+class RecorderNode:
+    """Records episodes (see the module docstring).
+
+    Args:
+        cfg: node configuration (store path, fps, metadata, topics).
+        transport: a :class:`hardware.ros2.transport.Transport`.
+    """
+
+    def __init__(self, cfg: RecorderConfig, transport: Any) -> None:
+        from hardware.ros2 import messages as m
+
+        self.cfg = cfg
+        self.topics = cfg.topic_profile()
+        self.stats = RecorderStats()
+        self.cache = StateCache(
+            self.topics, task_state=cfg.task_state, cameras=cfg.cameras, history=256
+        )
+        self.cache.subscribe(transport)
+        self._episodes: queue.Queue[tuple[dict[str, float], int]] = queue.Queue()
+        self._lock = threading.Lock()
+        self._tagged: dict[tuple[int, int], tuple[np.ndarray, bool]] = {}
+        self._untagged: list[tuple[int, np.ndarray]] = []  # (receive ns, action)
+        self._flags: list[tuple[int, bool]] = []  # (receive ns, intervention)
+        self._seen_tags = False
+        self._stop = threading.Event()
+        self._store: Any = None
+        self._steps: list[_Step] = []
+        transport.subscribe(self.topics.episode, m.Float64MultiArray, self._on_episode)
+        transport.subscribe(self.topics.action, m.Float64MultiArray, self._on_action)
+        transport.subscribe(self.topics.intervention, m.Bool, self._on_flag)
+
+    # ------------------------------------------------------------------ callbacks
+    def _on_episode(self, msg: Any) -> None:
+        if len(msg.data) == len(EPISODE_FIELDS):
+            ep = dict(zip(EPISODE_FIELDS, (float(x) for x in msg.data), strict=True))
+            self._episodes.put((ep, time.monotonic_ns()))
+
+    def _on_action(self, msg: Any) -> None:
+        action = np.asarray(msg.data, dtype=np.float64).astype(np.float32)
+        tag = parse_action_tag(msg.layout.dim[0].label) if msg.layout.dim else None
+        with self._lock:
+            if tag is not None:
+                self._seen_tags = True  # a lockstep operator: pair by tag only from now on
+                self._tagged[(tag[0], tag[1])] = (action, tag[2])
+            else:
+                self._untagged.append((time.monotonic_ns(), action))
+                del self._untagged[:-1024]
+
+    def _on_flag(self, msg: Any) -> None:
+        with self._lock:
+            self._flags.append((time.monotonic_ns(), bool(msg.data)))
+            del self._flags[:-1024]
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # ------------------------------------------------------------------ store
+    def _open_store(self, obs: dict[str, np.ndarray]) -> Any:
+        if self._store is None:
+            from robotrl.collection import ACTION_SPACE, open_or_create_store
+
+            self._store = open_or_create_store(
+                self.cfg.out,
+                fps=self.cfg.fps,
+                robot=self.cfg.robot,
+                obs_keys=list(obs),
+                action_space=ACTION_SPACE,
+            )
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    # ------------------------------------------------------------------ grid
+    def _discard(self, reason: str) -> None:
+        if self._steps:
+            self.stats.discarded += 1
+            self.stats.reasons.append(reason)
+            log.warning("recorder: episode discarded: %s", reason)
+        self._steps = []
+
+    def _action_for(self, seed: int, step: int, until_ns: int) -> tuple[np.ndarray, bool] | None:
+        """Action (and intervention) of ``step``: tagged, else newest untagged before
+        ``until_ns`` (receive time of the next step's episode message)."""
+        deadline = time.monotonic() + self.cfg.state_timeout_s
+        while True:
+            with self._lock:
+                hit = self._tagged.pop((seed, step), None)
+                if hit is not None:
+                    return hit
+                if not self._seen_tags:
+                    before = [a for t, a in self._untagged if t <= until_ns]
+                    flags = [f for t, f in self._flags if t <= until_ns]
+                    if before:
+                        return before[-1], (flags[-1] if flags else False)
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.001)
+
+    def handle(self, ep: dict[str, float], received: int) -> None:
+        """Process one ``episode`` message (called in order by :meth:`run`)."""
+        stamp = int(ep["stamp_sec"]) * 1_000_000_000 + int(ep["stamp_nanosec"])
+        step = int(ep["step"])
+        if step == 0:
+            if self._steps:
+                self._discard(f"reset (seed {int(ep['seed'])}) before episode end")
+            self._steps = []
+        elif not self._steps or int(self._steps[-1].ep["step"]) != step - 1:
+            self._discard(f"step {step} of seed {int(ep['seed'])} without its predecessor")
+            return
+        obs = self.cache.wait_at(stamp, self.cfg.state_timeout_s)
+        if obs is None:
+            self._discard(f"state of step {step} incomplete: {self.cache.missing() or 'stamp'}")
+            return
+        self._steps.append(_Step(stamp, obs, ep, received))
+        if step > 0 and (ep["terminated"] or ep["truncated"]):
+            self._commit()
+
+    def _commit(self) -> None:
+        steps, self._steps = self._steps, []
+        seed = int(steps[0].ep["seed"])
+        rows = []
+        for k in range(len(steps) - 1):
+            hit = self._action_for(seed, k, steps[k + 1].received)
+            if hit is None:
+                self.stats.discarded += 1
+                self.stats.reasons.append(f"no action for step {k} of seed {seed}")
+                return
+            rows.append(hit)
+        store = self._open_store(steps[0].obs)
+        last = steps[-1].ep
+        with store.begin_episode(
+            operator=self.cfg.operator, task=self.cfg.task, language=self.cfg.language
+        ) as writer:
+            for k, (action, flag) in enumerate(rows):
+                nxt = steps[k + 1].ep
+                info = {"success": bool(nxt["success"]), "intervention": flag}
+                t = (steps[k].stamp - steps[0].stamp) / 1e9
+                writer.add(steps[k].obs, action, info, reward=nxt["reward"], timestamp=t)
+            index = writer.commit(
+                success=bool(last["success"]),
+                terminated=bool(last["terminated"]),
+                final_obs=steps[-1].obs,
+            )
+        with self._lock:  # forget this episode's leftovers
+            for key in [k for k in self._tagged if k[0] == seed]:
+                del self._tagged[key]
+        self.stats.recorded += 1
+        self.stats.successes += int(bool(last["success"]))
+        self.stats.steps += len(rows)
+        self.stats.episode_indices.append(index)
+
+    def run(self, timeout_s: float | None = None) -> RecorderStats:
+        """Handle ``episode`` messages until ``cfg.episodes`` are committed, :meth:`stop`, or
+        ``timeout_s`` without any message."""
+        while not self._stop.is_set():
+            if self.cfg.episodes and self.stats.recorded >= self.cfg.episodes:
+                break
+            try:
+                ep, received = self._episodes.get(timeout=0.1 if timeout_s is None else timeout_s)
+            except queue.Empty:
+                if timeout_s is not None:
+                    break
+                continue
+            self.handle(ep, received)
+        if self._steps:
+            self._discard("stopped mid-episode")
+        return self.stats
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console script ``robotrl-recorder-node`` (ROS 2 style arguments)."""
+    from hardware.ros2.transport import make_transport
+
+    cfg, name = RecorderConfig.from_args(sys.argv[1:] if argv is None else argv)
+    domain = None if cfg.domain_id < 0 else cfg.domain_id
+    with make_transport(domain_id=domain, node_name=name) as transport:
+        node = RecorderNode(cfg, transport)
+        signal.signal(signal.SIGTERM, lambda *_: node.stop())
+        try:
+            stats = node.run()
+        except KeyboardInterrupt:
+            stats = node.stats
+        finally:
+            node.close()
+    print(json.dumps({"node": name, "out": cfg.out, **stats.__dict__}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

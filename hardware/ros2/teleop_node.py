@@ -1,0 +1,260 @@
+"""``robotrl-teleop-node``: a teleop device on ROS 2 topics.
+
+Each tick the device (``hardware.devices``: keyboard, spacemouse, gamepad, scripted, expert) is
+read and published as
+
+- ``teleop_twist`` (TwistStamped, base frame): ``action[:3] * max_dpos * rate_hz`` [m/s] and
+  ``action[3:6] * max_drot * rate_hz`` [rad/s] (what a servo / twist controller consumes);
+- ``teleop_action`` (Float64MultiArray, (7,) normalised action incl. gripper);
+- ``intervention`` (Bool): the human is driving this tick;
+- ``action`` (Float64MultiArray, (7,)) when ``publish_action``: the teleop drives the robot.
+
+Two ways to tick:
+
+- **timer** (robots): at ``rate_hz``; the ``expert`` device acts on the newest state, and only
+  on state fresher than ``state_timeout_s`` (otherwise nothing is published: stale state never
+  produces motion).
+- **lockstep** (the sim robot in lockstep): the node runs the episodes itself, like
+  ``robotrl collect``: ``reset`` with ``seed + k``, then one action per ``episode`` message of a
+  non-final step, computed from the state of exactly that step's stamp; actions are tagged
+  (:func:`hardware.ros2.topics.action_tag`) so a recorder pairs them with steps exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from hardware.devices import ExpertDevice, TeleopCommand, TeleopDevice, make_device
+from hardware.ros2.config import TeleopNodeConfig
+from hardware.ros2.observation import StateCache
+from hardware.ros2.topics import EPISODE_FIELDS, action_tag
+
+EPISODE_WAIT_S = 10.0  # lockstep: a sim that answers no reset/action within this is gone
+
+
+@dataclass
+class TeleopStats:
+    ticks: int = 0
+    interventions: int = 0
+    skipped_stale: int = 0
+    episodes: int = 0
+    stopped_by: str = "done"
+
+
+def make_node_device(cfg: TeleopNodeConfig) -> TeleopDevice:
+    """The device of ``cfg``; ``expert`` wraps the task's scripted expert (seeded by
+    ``cfg.seed``, scaled by ``max_dpos`` / ``max_drot``) as ``robotrl collect`` does."""
+    if cfg.device == "expert":
+        import sim
+
+        expert = sim.make_expert(
+            cfg.task,
+            None,
+            max_dpos=cfg.max_dpos,
+            max_drot=cfg.max_drot,
+            noise=cfg.expert_noise,
+            seed=cfg.seed,
+        )
+        return ExpertDevice(expert)
+    return make_device(cfg.device, **cfg.device_kwargs)
+
+
+class TeleopNode:
+    """Publishes a device's commands (see the module docstring).
+
+    Args:
+        cfg: node configuration.
+        transport: a :class:`hardware.ros2.transport.Transport`.
+        device: the device; built from ``cfg`` when None.
+    """
+
+    def __init__(
+        self, cfg: TeleopNodeConfig, transport: Any, device: TeleopDevice | None = None
+    ) -> None:
+        from hardware.ros2 import messages as m
+
+        self.cfg, self.transport = cfg, transport
+        self.topics = cfg.topic_profile()
+        self.device = device if device is not None else make_node_device(cfg)
+        self.stats = TeleopStats()
+        self._m = m
+        t = self.topics
+        self._twist = transport.publisher(t.teleop_twist, m.TwistStamped)
+        self._teleop_action = transport.publisher(t.teleop_action, m.Float64MultiArray)
+        self._flag = transport.publisher(t.intervention, m.Bool)
+        self._action = (
+            transport.publisher(t.action, m.Float64MultiArray) if cfg.publish_action else None
+        )
+        self.cache: StateCache | None = None
+        if isinstance(self.device, ExpertDevice):
+            self.cache = StateCache(t, task_state=True, history=16)
+            self.cache.subscribe(transport)
+        self._stop = threading.Event()
+        self._episodes: queue.Queue[dict[str, float]] = queue.Queue()
+        if cfg.lockstep:
+            self._reset = transport.publisher(t.reset, m.Float64MultiArray)
+            transport.subscribe(t.episode, m.Float64MultiArray, self._on_episode)
+
+    def stop(self) -> None:
+        """Ask :meth:`run` to return after the current tick."""
+        self._stop.set()
+
+    # ------------------------------------------------------------------ publishing
+    def publish(self, cmd: TeleopCommand, tag: str = "") -> None:
+        """Publish one command on the twist, teleop action, flag (and action) topics."""
+        m, cfg = self._m, self.cfg
+        a = cmd.action.astype(np.float64)
+        v, w = a[:3] * cfg.max_dpos * cfg.rate_hz, a[3:6] * cfg.max_drot * cfg.rate_hz
+        header = m.Header(stamp=m.stamp(time.time_ns()), frame_id=self.topics.base_frame)
+        self._twist.publish(
+            m.TwistStamped(
+                header=header,
+                twist=m.Twist(m.Vector3(*map(float, v)), m.Vector3(*map(float, w))),
+            )
+        )
+        data = [float(x) for x in a]
+        layout = m.MultiArrayLayout(
+            dim=[m.MultiArrayDimension(label=tag or "action", size=len(data), stride=len(data))]
+        )
+        self._teleop_action.publish(m.Float64MultiArray(layout=layout, data=data))
+        self._flag.publish(m.Bool(data=bool(cmd.intervene)))
+        if self._action is not None:
+            self._action.publish(m.Float64MultiArray(layout=layout, data=data))
+        self.stats.ticks += 1
+        self.stats.interventions += int(cmd.intervene)
+
+    # ------------------------------------------------------------------ timer mode
+    def tick(self) -> TeleopCommand | None:
+        """Read the device once and publish; None when the expert has no fresh state."""
+        if isinstance(self.device, ExpertDevice):
+            assert self.cache is not None
+            latest = self.cache.latest()
+            if latest is None or latest[1] > self.cfg.state_timeout_s:
+                self.stats.skipped_stale += 1
+                return None
+            self.device.observe(latest[0])
+        cmd = self.device.read()
+        self.publish(cmd)
+        return cmd
+
+    def run(self, duration_s: float | None = None) -> TeleopStats:
+        """Timer mode (or lockstep when configured) until stopped, ``quit``, or ``duration_s``."""
+        if self.cfg.lockstep:
+            return self.run_lockstep()
+        period = 1.0 / self.cfg.rate_hz
+        start = t_next = time.monotonic()
+        with self.device:
+            while not self._stop.is_set():
+                cmd = self.tick()
+                if cmd is not None and "quit" in cmd.events:
+                    self.stats.stopped_by = "quit"
+                    break
+                if duration_s is not None and time.monotonic() - start >= duration_s:
+                    break
+                t_next += period
+                self._stop.wait(max(0.0, t_next - time.monotonic()))
+        if self._stop.is_set():
+            self.stats.stopped_by = "stopped"
+        return self.stats
+
+    # ------------------------------------------------------------------ lockstep mode
+    def _on_episode(self, msg: Any) -> None:
+        if len(msg.data) != len(EPISODE_FIELDS):
+            return
+        self._episodes.put(dict(zip(EPISODE_FIELDS, (float(x) for x in msg.data), strict=True)))
+
+    def _next_episode_msg(self) -> dict[str, float]:
+        try:
+            return self._episodes.get(timeout=EPISODE_WAIT_S)
+        except queue.Empty:
+            raise TimeoutError(
+                f"no {self.topics.episode} message within {EPISODE_WAIT_S} s: is the sim robot "
+                "running with lockstep:=true?"
+            ) from None
+
+    def _wait_for_readers(self) -> None:
+        deadline = time.monotonic() + EPISODE_WAIT_S
+        need = self.cfg.wait_subscribers
+        pub = self._action if self._action is not None else self._teleop_action
+        while pub.matched_count() < need or self._reset.matched_count() < 1:
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"{pub.matched_count()} readers of the action topic and "
+                    f"{self._reset.matched_count()} of {self.topics.reset} after "
+                    f"{EPISODE_WAIT_S} s; expected {need} and 1"
+                )
+            time.sleep(0.01)
+        time.sleep(0.2)  # let the readers' side of discovery (their writers) settle too
+
+    def run_lockstep(self) -> TeleopStats:
+        """Run ``cfg.episodes`` episodes against a lockstep sim robot (see the module doc)."""
+        if self.cfg.episodes < 1:
+            raise ValueError("lockstep teleop needs episodes >= 1")
+        if not isinstance(self.device, ExpertDevice):
+            raise ValueError(f"lockstep teleop drives the expert device, got {self.cfg.device!r}")
+        assert self.cache is not None
+        self._wait_for_readers()
+        with self.device:
+            for k in range(self.cfg.episodes):
+                if self._stop.is_set():
+                    self.stats.stopped_by = "stopped"
+                    break
+                seed = self.cfg.seed + k
+                self._run_episode(seed)
+                self.stats.episodes += 1
+        return self.stats
+
+    def _run_episode(self, seed: int) -> None:
+        m = self._m
+        self._reset.publish(m.Float64MultiArray(data=[float(seed)]))
+        self.device.reset()
+        assert self.cache is not None
+        while True:
+            ep = self._next_episode_msg()
+            if int(ep["seed"]) != seed:
+                continue  # a late message of an earlier episode
+            if ep["step"] > 0 and (ep["terminated"] or ep["truncated"]):
+                return
+            stamp = int(ep["stamp_sec"]) * 1_000_000_000 + int(ep["stamp_nanosec"])
+            obs = self.cache.wait_at(stamp, EPISODE_WAIT_S)
+            if obs is None:
+                raise TimeoutError(
+                    f"state of step {int(ep['step'])} (stamp {stamp} ns) incomplete after "
+                    f"{EPISODE_WAIT_S} s; missing topics: {self.cache.missing()}"
+                )
+            assert isinstance(self.device, ExpertDevice)
+            self.device.observe(obs)
+            cmd = self.device.read()
+            self.publish(cmd, action_tag(seed, int(ep["step"]), cmd.intervene))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console script ``robotrl-teleop-node`` (ROS 2 style arguments, see NodeConfig.from_args)."""
+    from hardware.ros2.transport import make_transport
+
+    cfg, name = TeleopNodeConfig.from_args(sys.argv[1:] if argv is None else argv)
+    domain = None if cfg.domain_id < 0 else cfg.domain_id
+    with make_transport(domain_id=domain, node_name=name) as transport:
+        node = TeleopNode(cfg, transport)
+        signal.signal(signal.SIGTERM, lambda *_: node.stop())
+        try:
+            stats = node.run()
+        except KeyboardInterrupt:
+            stats = node.stats
+            stats.stopped_by = "interrupt"
+    print(json.dumps({"node": name, **stats.__dict__}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
