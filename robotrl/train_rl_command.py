@@ -84,8 +84,12 @@ ROLES = ("single", "learner", "actor", "split")
 
 
 def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
+    from robotrl.flow_pg_command import FLOW_ALGOS, run_flow_pg
+
+    if cfg.algo in FLOW_ALGOS:
+        return run_flow_pg(cfg)
     if cfg.algo != "residual":
-        raise ValueError(f"unknown algo {cfg.algo!r}; available: ['residual']")
+        raise ValueError(f"unknown algo {cfg.algo!r}; available: {['residual', *FLOW_ALGOS]}")
     if cfg.role not in ROLES:
         raise ValueError(f"unknown role {cfg.role!r}; available: {list(ROLES)}")
     if cfg.role != "single":

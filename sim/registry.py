@@ -70,9 +70,12 @@ def make_vec(
     *,
     asynchronous: bool = True,
     context: str = "spawn",
+    autoreset_mode: gym.vector.AutoresetMode = gym.vector.AutoresetMode.NEXT_STEP,
     **kwargs: Any,
 ) -> gym.vector.VectorEnv:
     """``num_envs`` copies of ``task``; ``asynchronous`` runs each in its own process.
+    ``autoreset_mode``: Gymnasium's (``DISABLED``: the caller resets finished envs itself, with
+    ``reset(seed=[...], options={"reset_mask": mask})``, as chunk-level RL rollouts do).
 
     Seeds: ``reset(seed=s)`` seeds env i with ``s + i`` (Gymnasium's convention). Observations
     travel through pipes, not shared memory: for dicts of small arrays that measured faster
@@ -87,8 +90,10 @@ def make_vec(
         _backend_make(kwargs["backend"])
     fns: list[Callable[[], gym.Env]] = [lambda: make(task, **kwargs) for _ in range(num_envs)]
     if asynchronous and num_envs > 1:
-        return gym.vector.AsyncVectorEnv(fns, context=context, shared_memory=False)
-    return gym.vector.SyncVectorEnv(fns)
+        return gym.vector.AsyncVectorEnv(
+            fns, context=context, shared_memory=False, autoreset_mode=autoreset_mode
+        )
+    return gym.vector.SyncVectorEnv(fns, autoreset_mode=autoreset_mode)
 
 
 def make_expert(task: str, env: PandaEnv | None = None, **kwargs: Any) -> ScriptedExpert:

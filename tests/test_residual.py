@@ -72,6 +72,33 @@ def test_actor_climbs_the_critic_and_targets_track():
     assert max(moved) > 0
 
 
+def test_actor_imitates_human_corrections_only_where_a_human_intervened():
+    agent = _agent(actor_lr=3e-3, scale=0.5, residual_l2=0.0, intervention_bc=1.0)
+    rng = np.random.default_rng(0)
+    batch = _batch(rng, b=128)
+    human = (np.arange(128) % 2).astype(np.float32)  # every other transition is the human's
+    correction = np.array([0.3, -0.2], np.float32)
+    batch["obs"]["human"] = human
+    batch["action"] = np.clip(batch["obs"]["base_action"] + correction, -1, 1)
+    batch["action"][human == 0] = rng.uniform(-1, 1, (64, 2))  # agent's own: no imitation
+    obs = torch.from_numpy(batch["obs"]["features"])
+    base = torch.from_numpy(batch["obs"]["base_action"])
+    for _ in range(300):
+        logs = agent.update(batch, update_actor=True)
+    wanted = np.clip(batch["action"] - batch["obs"]["base_action"], -0.5, 0.5)
+    res = agent.residual(obs, base).detach().numpy()
+    err = np.abs(res - wanted)[human == 1].mean()
+    assert err < 0.05, err
+    assert logs["intervention_bc"] < 0.01
+    # without the term the actor only follows the (untrained) critic
+    plain = _agent(actor_lr=3e-3, scale=0.5, residual_l2=0.0, intervention_bc=0.0)
+    for _ in range(300):
+        logs = plain.update(batch, update_actor=True)
+    assert "intervention_bc" not in logs
+    res = plain.residual(obs, base).detach().numpy()
+    assert np.abs(res - wanted)[human == 1].mean() > 0.1
+
+
 def test_featurizer_standardises_in_order():
     stats = {
         "state/a": {"mean": np.array([1.0]), "std": np.array([2.0])},

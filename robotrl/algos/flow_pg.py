@@ -260,4 +260,4 @@ class FlowPG:
         loss.backward()
         nn.utils.clip_grad_norm_(self.value.parameters(), cfg.grad_clip)
         self.critic_opt.step()
-        return float(loss)
+        return float(loss.detach())

@@ -68,7 +68,13 @@ class TrainResult:
 
 
 def _spec(feat_dim: int, act_dim: int) -> dict[str, tuple[tuple[int, ...], Any]]:
-    return {"features": ((feat_dim,), np.float32), "base_action": ((act_dim,), np.float32)}
+    # "human": 1 on transitions whose executed action came from an intervening human; the
+    # actor imitates those corrections (ResidualConfig.intervention_bc)
+    return {
+        "features": ((feat_dim,), np.float32),
+        "base_action": ((act_dim,), np.float32),
+        "human": ((), np.float32),
+    }
 
 
 def demo_buffer(
@@ -102,10 +108,10 @@ def demo_buffer(
         for t in range(t_len):
             last = t == t_len - 1
             buf.add(
-                {"features": feats[t], "base_action": base_actions[t]},
+                {"features": feats[t], "base_action": base_actions[t], "human": 0.0},
                 full["action"][t],
                 float(full["reward"][t]),
-                {"features": feats[t + 1], "base_action": base_actions[t + 1]},
+                {"features": feats[t + 1], "base_action": base_actions[t + 1], "human": 0.0},
                 terminated=last and terminated,
                 truncated=last and not terminated,
             )
@@ -200,8 +206,9 @@ def make_replay(
 def store_transition(online: ReplayBuffer, hil: ReplayBuffer, t: ResidualTransition) -> None:
     """Write one transition to the online buffer, and to ``hil`` too when a human intervened;
     ``t.env_id`` names its env stream in both."""
-    o = {"features": t.features, "base_action": t.base_action}
-    o2 = {"features": t.next_features, "base_action": t.next_base_action}
+    human = float(t.intervention)
+    o = {"features": t.features, "base_action": t.base_action, "human": human}
+    o2 = {"features": t.next_features, "base_action": t.next_base_action, "human": 0.0}
     args = (o, t.action, t.reward, o2, t.terminated, t.truncated)
     online.add(*args, env_id=t.env_id)
     if t.intervention:

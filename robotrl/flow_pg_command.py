@@ -1,0 +1,125 @@
+"""``robotrl train-rl algo=flow_noise|flow_sde|grpo``: fine-tune a flow BC checkpoint by policy
+gradients through its denoising chain in ``num_envs`` env processes; evaluate with the ODE
+sampler; write the checkpoint, metrics CSV, curves PNG, MP4s and a JSON summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gymnasium.vector import AutoresetMode
+from omegaconf import DictConfig, OmegaConf
+
+import sim
+from policies.checkpoint import load_policy, save_module, save_policy
+from robotrl.algos.flow_pg import ALGOS, FlowPGConfig
+from robotrl.algos.flow_pg_training import FlowTrainConfig, train_flow_pg
+from robotrl.chunk_runner import ChunkRunner
+from robotrl.evaluation import evaluate_vector
+from robotrl.metrics import MetricsLogger
+from robotrl.policy_env import env_kwargs, record_videos
+from robotrl.run import make_run_dir, save_config
+
+FLOW_ALGOS = ALGOS
+
+
+def _plot(logger: MetricsLogger, run_dir: Path) -> list[str]:
+    panels = [["success_rate", "train_success"], ["value_loss"], ["approx_kl", "clip_frac"]]
+    titles = ["success vs env steps", "value loss", "PPO ratio"]
+    return [
+        str(logger.plot(run_dir / "learning_curves.png", "env_steps", panels, titles)),
+        str(
+            logger.plot(
+                run_dir / "success_vs_wall.png", "wall_s", [["success_rate"]], ["success vs wall s"]
+            )
+        ),
+    ]
+
+
+def run_flow_pg(cfg: DictConfig) -> dict[str, Any]:
+    """The ``train-rl`` path of the flow algorithms (``cfg.algo`` in :data:`FLOW_ALGOS`)."""
+    if cfg.role != "single":
+        raise ValueError(f"algo={cfg.algo} runs in one process: role must be 'single'")
+    if cfg.human != "none":
+        raise ValueError(f"algo={cfg.algo} has no human-in-the-loop path: human must be 'none'")
+    policy, meta = load_policy(cfg.checkpoint)
+    if not hasattr(policy, "sample_chain"):
+        raise ValueError(
+            f"algo={cfg.algo} needs a flow policy (flow or vla), got {type(policy).__name__}"
+        )
+    task = cfg.task or meta.get("task")
+    if not task:
+        raise ValueError("the checkpoint names no task: give task=...")
+    fcfg = FlowPGConfig(algo=cfg.algo, **OmegaConf.to_object(cfg.flow_pg))
+    te = int(fcfg.execute_horizon or meta.get("execute_horizon", policy.action_horizon // 2))
+    kw = env_kwargs(meta)
+    run_dir = make_run_dir(cfg.output_dir, cfg.name)
+    save_config(cfg, run_dir)
+    logger = MetricsLogger(run_dir / "metrics.csv")
+    if fcfg.num_steps is not None:  # the saved config must rebuild the K that RL tuned
+        policy.num_steps = policy.config["num_steps"] = int(fcfg.num_steps)
+    eval_venv = sim.make_vec(task, cfg.num_envs, **kw)
+    venv = sim.make_vec(task, cfg.num_envs, autoreset_mode=AutoresetMode.DISABLED, **kw)
+
+    def evaluate(p: Any) -> dict[str, float]:
+        res = evaluate_vector(
+            eval_venv,
+            ChunkRunner(p, cfg.num_envs, te),
+            cfg.eval_episodes,
+            seed=100_000,
+            progress=False,
+        )
+        lo, hi = res.success_ci95
+        return {"success_rate": res.success_rate, "success_lo": lo, "success_hi": hi}
+
+    train = FlowTrainConfig(
+        total_env_steps=cfg.total_steps,
+        eval_every=cfg.eval_every,
+        target_success=cfg.target_success,
+        seed=cfg.seed,
+    )
+    try:
+        result = train_flow_pg(
+            policy,
+            venv,
+            evaluate,
+            fcfg,
+            train,
+            execute_horizon=te,
+            logger=logger,
+            progress=cfg.progress,
+        )
+    finally:
+        eval_venv.close()
+    rl = {"algo": cfg.algo, "base_checkpoint": str(cfg.checkpoint), "env_steps": result.env_steps}
+    new_meta = {**meta, "execute_horizon": te, "rl": rl}
+    ckpt = save_policy(policy, run_dir / "checkpoint", new_meta)
+    if fcfg.algo != "grpo":
+        doc = {"feature_dim": result.learner.value[0].in_features, "hidden": fcfg.value_hidden}
+        save_module(result.learner.value, run_dir / "value_head", doc)
+    plots = _plot(logger, run_dir)
+    videos = record_videos(
+        policy, task, kw, run_dir, count=int(cfg.videos), seed=200_000, execute_horizon=te
+    )
+    evals = result.evaluations
+    return {
+        "command": "train-rl",
+        "algo": cfg.algo,
+        "task": task,
+        "num_envs": cfg.num_envs,
+        "num_steps": policy.num_steps,
+        "execute_horizon": te,
+        "base_success": evals[0]["success_rate"],
+        "final_success": evals[-1]["success_rate"],
+        "best_success": max(e["success_rate"] for e in evals),
+        "env_steps": result.env_steps,
+        "steps_to_target": result.steps_to_target,
+        "wall_to_target_s": result.wall_to_target,
+        "wall_s": round(result.wall_s, 1),
+        "episodes": len(result.train_success),
+        "checkpoint": str(ckpt),
+        "metrics": str(logger.path),
+        "plots": plots,
+        "videos": videos,
+        "run_dir": str(run_dir),
+    }

@@ -1,0 +1,83 @@
+"""train-rl algo=flow_noise|flow_sde|grpo end to end on a tiny reach base in 2 env processes:
+checkpoint (reloadable, with the RL K), metrics CSV, curves, videos, JSON fields."""
+
+import pytest
+
+from policies.checkpoint import load_policy
+from robotrl.cli import compose, main
+from robotrl.collect_command import run_collect
+from robotrl.metrics import read_csv
+from robotrl.train_bc_command import run_train_bc
+from robotrl.train_rl_command import run_train_rl
+
+
+@pytest.fixture(scope="module")
+def reach_base(tmp_path_factory):
+    root = tmp_path_factory.mktemp("flowrl")
+    store = root / "reach.zarr"
+    run_collect(
+        compose(
+            "collect", ["task=reach", "device=expert", "episodes=3", f"out={store}", "viewer=off"]
+        )
+    )
+    out = run_train_bc(
+        compose(
+            "train_bc",
+            [
+                f"dataset={store}",
+                "steps=10",
+                "batch_size=32",
+                "eval_episodes=0",
+                "hidden=32",
+                "num_steps=6",
+                f"output_dir={root}",
+                "progress=false",
+            ],
+        )
+    )
+    return out["checkpoint"]
+
+
+@pytest.mark.parametrize("algo", ["flow_sde", "grpo"])
+def test_train_rl_flow_algos_end_to_end(tmp_path, reach_base, algo):
+    out = run_train_rl(
+        compose(
+            "train_rl",
+            [
+                f"checkpoint={reach_base}",
+                f"algo={algo}",
+                "num_envs=2",
+                "total_steps=240",
+                "eval_every=120",
+                "eval_episodes=2",
+                "flow_pg.rollout_env_steps=120",
+                "flow_pg.group_size=2",
+                "flow_pg.minibatch_size=16",
+                "flow_pg.epochs=1",
+                "flow_pg.num_steps=3",
+                "videos=1",
+                f"output_dir={tmp_path}",
+                "progress=false",
+            ],
+        )
+    )
+    assert out["algo"] == algo and out["task"] == "reach" and out["num_envs"] == 2
+    assert out["env_steps"] >= 240 and out["num_steps"] == 3
+    assert 0.0 <= out["final_success"] <= 1.0
+    rows = read_csv(out["metrics"])
+    assert rows[0]["env_steps"] == 0 and len(rows) >= 3
+    assert all("wall_s" in r and "success_rate" in r for r in rows)
+    for png in out["plots"]:
+        with open(png, "rb") as f:
+            assert f.read(4) == b"\x89PNG"
+    assert len(out["videos"]) == 1 and out["videos"][0].endswith(".mp4")
+    policy, meta = load_policy(out["checkpoint"])
+    assert policy.num_steps == 3 and meta["rl"]["algo"] == algo
+    assert meta["rl"]["env_steps"] == out["env_steps"]
+
+
+def test_flow_algos_refuse_unsupported_settings(tmp_path, reach_base):
+    args = ["train-rl", f"checkpoint={reach_base}", f"output_dir={tmp_path}", "progress=false"]
+    assert main([*args, "algo=flow_noise", "role=split"]) == 2
+    assert main([*args, "algo=flow_noise", "human=scripted"]) == 2
+    assert main([*args, "algo=ppo"]) == 2
