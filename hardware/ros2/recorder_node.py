@@ -142,9 +142,11 @@ class RecorderNode:
             log.warning("recorder: episode discarded: %s", reason)
         self._steps = []
 
-    def _action_for(self, seed: int, step: int, until_ns: int) -> tuple[np.ndarray, bool] | None:
-        """Action (and intervention) of ``step``: tagged, else newest untagged before
-        ``until_ns`` (receive time of the next step's episode message)."""
+    def _action_for(
+        self, seed: int, step: int, since_ns: int, until_ns: int
+    ) -> tuple[np.ndarray, bool] | None:
+        """Action (and intervention) of ``step``: tagged, else the newest untagged one received
+        in (``since_ns``, ``until_ns``]: after the episode's reset, before the next step."""
         deadline = time.monotonic() + self.cfg.state_timeout_s
         while True:
             with self._lock:
@@ -152,8 +154,8 @@ class RecorderNode:
                 if hit is not None:
                     return hit
                 if not self._seen_tags:
-                    before = [a for t, a in self._untagged if t <= until_ns]
-                    flags = [f for t, f in self._flags if t <= until_ns]
+                    before = [a for t, a in self._untagged if since_ns < t <= until_ns]
+                    flags = [f for t, f in self._flags if since_ns < t <= until_ns]
                     if before:
                         return before[-1], (flags[-1] if flags else False)
             if time.monotonic() > deadline:
@@ -184,7 +186,7 @@ class RecorderNode:
         seed = int(steps[0].ep["seed"])
         rows = []
         for k in range(len(steps) - 1):
-            hit = self._action_for(seed, k, steps[k + 1].received)
+            hit = self._action_for(seed, k, steps[0].received, steps[k + 1].received)
             if hit is None:
                 self.stats.discarded += 1
                 self.stats.reasons.append(f"no action for step {k} of seed {seed}")

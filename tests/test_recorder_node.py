@@ -1,0 +1,214 @@
+"""Recorder node: a teleop session over ROS 2 topics lands in the zarr store identical to the
+same session recorded in-process by ``robotrl collect`` (CollectionSession), through the
+in-memory transport and over Cyclone DDS on loopback; untagged actions pair by zero-order hold
+on the grid; incomplete episodes are discarded, never half-written.
+
+"Identical": the same episode ends, every per-step array (all observations, action,
+intervention, reward), final observations and outcome metadata equal bit for bit (tolerance 0).
+Only wall-clock fields differ and are left out: ``timestamp`` (a clock reading in-process, the
+sim stamp ``k / fps`` over ROS) and ``duration_s`` / ``start_time``. No tolerance is needed
+because every value crosses the wire as the float64 the env computed (float32 observations
+widen exactly) and the lockstep sim steps with exactly the actions the expert produced.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+
+import numpy as np
+import pytest
+from ros2_fakes import FakeTransport, LockstepSim
+
+import sim
+from hardware.devices import ExpertDevice
+from hardware.ros2 import messages as m
+from hardware.ros2.config import RecorderConfig, TeleopNodeConfig
+from hardware.ros2.recorder_node import RecorderNode
+from hardware.ros2.teleop_node import TeleopNode
+from robotrl.collection import ACTION_SPACE, ROBOT_NAME, CollectionSession, open_or_create_store
+from robotrl.datasets import EpisodeStore, verify
+from robotrl.datasets.store_diff import diff_stores
+
+TASK, SEED, NOISE, EPISODES = "lift", 7, 0.3, 2
+
+
+def _in_process(path: str, episodes: int = EPISODES) -> EpisodeStore:
+    """What ``robotrl collect task=lift device=expert expert_noise=0.3 seed=7`` records."""
+    env = sim.make(TASK)
+    expert = sim.make_expert(TASK, env, noise=NOISE, seed=SEED)
+    store = open_or_create_store(
+        path,
+        fps=env.control_hz,
+        robot=ROBOT_NAME,
+        obs_keys=list(env.observation_space.spaces),
+        action_space=ACTION_SPACE,
+    )
+    session = CollectionSession(
+        env,
+        ExpertDevice(expert),
+        store,
+        operator="op",
+        task=TASK,
+        realtime=False,
+        seed=SEED,
+        status=None,
+    )
+    assert session.run(episodes).recorded == episodes
+    store.close()
+    return EpisodeStore.open(path)
+
+
+def _over_topics(transports: list, path: str, episodes: int = EPISODES) -> RecorderNode:
+    """Sim robot (lockstep), recorder and expert teleop node, each on its own transport."""
+    sim_node = LockstepSim(transports[0], TASK)
+    rec = RecorderNode(
+        RecorderConfig(
+            profile="sim", out=path, task=TASK, operator="op", task_state=True, episodes=episodes
+        ),
+        transports[1],
+    )
+    teleop = TeleopNode(
+        TeleopNodeConfig(
+            profile="sim",
+            device="expert",
+            task=TASK,
+            lockstep=True,
+            episodes=episodes,
+            seed=SEED,
+            expert_noise=NOISE,
+            wait_subscribers=2,
+        ),
+        transports[2],
+    )
+    thread = threading.Thread(target=rec.run, kwargs={"timeout_s": 20.0})
+    thread.start()
+    try:
+        stats = teleop.run()
+    finally:
+        thread.join(timeout=60)
+        rec.close()
+        sim_node.close()
+    assert stats.episodes == episodes
+    return rec
+
+
+def _check_identical(tmp_path, rec: RecorderNode, episodes: int = EPISODES) -> None:
+    assert rec.stats.recorded == episodes and rec.stats.discarded == 0, rec.stats
+    ref = _in_process(str(tmp_path / "in_process.zarr"), episodes)
+    got = EpisodeStore.open(tmp_path / "ros.zarr")
+    assert diff_stores(ref, got) == []
+    assert ref.num_steps > 60 * episodes // 2  # real episodes, not a trivial pass
+    assert set(ref.keys) >= {"state/joint_pos", "state/cube_pos", "state/gripper", "action"}
+    # the recorder's timestamps are the sim's grid: exactly k / fps within each episode
+    for i in range(episodes):
+        ts = got.get("timestamp", got.episode_slice(i))
+        np.testing.assert_allclose(ts, np.arange(len(ts)) / 20.0, rtol=0, atol=1e-12)
+    assert verify(tmp_path / "ros.zarr")["ok"]
+
+
+def test_session_over_in_memory_topics_is_identical_to_in_process(tmp_path):
+    bus = FakeTransport()
+    rec = _over_topics([bus, bus, bus], str(tmp_path / "ros.zarr"))
+    _check_identical(tmp_path, rec)
+    # what went over the wire: one tagged action, twist and flag per recorded step
+    steps = EpisodeStore.open(tmp_path / "ros.zarr").num_steps
+    assert len(bus.sent["/robotrl/action"]) == steps
+    assert len(bus.sent["/robotrl/intervention"]) == steps
+    assert all(msg.data for msg in bus.sent["/robotrl/intervention"])
+
+
+@pytest.mark.ros2
+def test_session_over_dds_is_identical_to_in_process(tmp_path):
+    pytest.importorskip("cyclonedds", reason="cyclonedds is in the 'ros2' extra")
+    from hardware.ros2.transport import CycloneTransport, loopback_config
+
+    os.environ.setdefault("CYCLONEDDS_URI", loopback_config())
+    domain = random.randint(1, 230)
+    transports = [CycloneTransport(domain, n) for n in ("sim_robot", "recorder", "teleop")]
+    try:
+        rec = _over_topics(transports, str(tmp_path / "ros.zarr"))
+    finally:
+        for t in transports:
+            t.close()
+    _check_identical(tmp_path, rec)
+
+
+# ------------------------------------------------------------------ grid and failure cases
+def _episode(seed: int, step: int, stamp_ns: int, *, reward=0.0, success=0, term=0, trunc=0):
+    sec, nsec = divmod(stamp_ns, 1_000_000_000)
+    data = [seed, step, reward, success, term, trunc, sec, nsec]
+    return m.Float64MultiArray(data=[float(x) for x in data])
+
+
+class _Robot:
+    """Publishes state and episode messages of a scripted trajectory on a FakeTransport."""
+
+    def __init__(self, bus: FakeTransport, rec: RecorderNode) -> None:
+        from hardware.ros2.observation import state_messages
+        from hardware.ros2.topics import SIM
+
+        self.bus, self.rec, self.state_messages, self.profile = bus, rec, state_messages, SIM
+        self.pubs: dict = {}
+        self.env = sim.make("reach")
+        self.obs, _ = self.env.reset(seed=0)
+
+    def publish(self, msg_topic: str, msg) -> None:
+        if msg_topic not in self.pubs:
+            self.pubs[msg_topic] = self.bus.publisher(msg_topic, type(msg))
+        self.pubs[msg_topic].publish(msg)
+
+    def step(self, seed, step, t_ns, *, with_state=True, **flags):
+        if with_state:
+            for topic, msg in self.state_messages(self.obs, t_ns, self.profile).items():
+                self.publish(topic, msg)
+        self.publish("/robotrl/episode", _episode(seed, step, t_ns, **flags))
+        ep, received = self.rec._episodes.get_nowait()
+        self.rec.handle(ep, received)
+
+
+def _recorder(tmp_path, **kw) -> tuple[FakeTransport, RecorderNode]:
+    bus = FakeTransport()
+    cfg = RecorderConfig(profile="sim", out=str(tmp_path / "r.zarr"), state_timeout_s=0.05, **kw)
+    return bus, RecorderNode(cfg, bus)
+
+
+def test_untagged_actions_pair_by_zero_order_hold(tmp_path):
+    bus, rec = _recorder(tmp_path)
+    robot = _Robot(bus, rec)
+    act = bus.publisher("/robotrl/action", m.Float64MultiArray)
+    flag = bus.publisher("/robotrl/intervention", m.Bool)
+    robot.step(3, 0, 1_000)
+    for k, value in enumerate([0.1, 0.2, 0.3]):  # several actions per step: the newest counts
+        act.publish(m.Float64MultiArray(data=[value - 0.05] + [0.0] * 6))
+        act.publish(m.Float64MultiArray(data=[value] + [0.0] * 6))
+        flag.publish(m.Bool(data=k == 1))
+        robot.step(3, k + 1, 1_000 + (k + 1) * 50_000_000, reward=k, trunc=int(k == 2))
+    rec.close()
+    store = EpisodeStore.open(tmp_path / "r.zarr")
+    assert store.num_episodes == 1
+    np.testing.assert_array_equal(store.get("action")[:, 0], np.float32([0.1, 0.2, 0.3]))
+    np.testing.assert_array_equal(store.get("intervention"), [False, True, False])
+    np.testing.assert_array_equal(store.get("reward"), np.float32([0, 1, 2]))
+    assert not store.meta("terminated")[0] and store.meta("intervention_steps")[0] == 1
+
+
+def test_incomplete_episodes_are_discarded_with_the_reason(tmp_path):
+    bus, rec = _recorder(tmp_path)
+    robot = _Robot(bus, rec)
+    act = bus.publisher("/robotrl/action", m.Float64MultiArray)
+    robot.step(0, 0, 10)
+    act.publish(m.Float64MultiArray(data=[0.0] * 7))
+    robot.step(0, 1, 20)
+    robot.step(1, 0, 30)  # reset before the episode ended
+    robot.step(1, 1, 40, with_state=False)  # the state of this step never arrives
+    robot.step(2, 0, 50)
+    robot.step(2, 1, 60, term=1)  # ends, but no action was ever sent after step 0 of seed 2
+    assert rec.stats.recorded == 0
+    assert rec.stats.discarded == 3
+    assert "reset (seed 1) before episode end" in rec.stats.reasons[0]
+    assert "state of step 1 incomplete" in rec.stats.reasons[1]
+    assert rec.stats.reasons[2] == "no action for step 0 of seed 2"
+    rec.close()
+    assert not (tmp_path / "r.zarr").exists()  # nothing half-written, not even an empty store
