@@ -110,12 +110,14 @@ class TeleopNode:
         self._stop.set()
 
     # ------------------------------------------------------------------ publishing
-    def publish(self, cmd: TeleopCommand, tag: str = "") -> None:
-        """Publish one command on the twist, teleop action, flag (and action) topics."""
+    def publish(self, cmd: TeleopCommand, tag: str = "", stamp_ns: int | None = None) -> None:
+        """Publish one command on the twist, teleop action, flag (and action) topics; the
+        twist is stamped ``stamp_ns`` (the sim clock in lockstep) or the wall clock."""
         m, cfg = self._m, self.cfg
         a = cmd.action.astype(np.float64)
         v, w = a[:3] * cfg.max_dpos * cfg.rate_hz, a[3:6] * cfg.max_drot * cfg.rate_hz
-        header = m.Header(stamp=m.stamp(time.time_ns()), frame_id=self.topics.base_frame)
+        t = time.time_ns() if stamp_ns is None else stamp_ns
+        header = m.Header(stamp=m.stamp(t), frame_id=self.topics.base_frame)
         self._twist.publish(
             m.TwistStamped(
                 header=header,
@@ -235,7 +237,7 @@ class TeleopNode:
             assert isinstance(self.device, ExpertDevice)
             self.device.observe(obs)
             cmd = self.device.read()
-            self.publish(cmd, action_tag(seed, int(ep["step"]), cmd.intervene))
+            self.publish(cmd, action_tag(seed, int(ep["step"]), cmd.intervene), stamp)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

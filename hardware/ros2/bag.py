@@ -1,0 +1,243 @@
+"""ROS 2 bags of robotrl topics: record from a transport, replay onto one (``rosbags``, no ROS).
+
+- :class:`BagRecorder` subscribes topics and writes every message's CDR bytes (what
+  ``msg.serialize()`` gives; equal to ``rosbags``' ``serialize_cdr``, see tests/test_messages.py)
+  into a rosbag2 (sqlite3 or MCAP) that ``ros2 bag play`` / ``rosbags`` read. The bag time is
+  the receive time (``clock="receive"``, what ``ros2 bag record`` does) or, for lockstep sims,
+  the sim clock (``clock="stamp"``: a stamped message's header stamp; a message without header
+  gets the newest stamp seen so far + 1 ns, so it sorts right after the state it answered).
+- :func:`replay_bag` publishes a bag's messages onto a transport at the bag's timing (scaled
+  by ``rate``), each topic with the message class of its recorded type.
+- :func:`bag_topics` maps a topic profile to the importer's
+  :class:`~robotrl.datasets.rosbag_import.BagTopics` so ``robotrl dataset import --from rosbag``
+  reads what we record.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from hardware.ros2.topics import TopicProfile
+
+STORAGES = ("sqlite3", "mcap")
+
+
+class BagError(RuntimeError):
+    """A bag that cannot be written or replayed (exists already, unknown message types)."""
+
+
+def _typestore() -> Any:
+    from rosbags.typesys import Stores, get_typestore
+
+    return get_typestore(Stores.ROS2_HUMBLE)
+
+
+class BagRecorder:
+    """Records ``topics`` (topic -> message class) from ``transport`` into a new bag at ``path``.
+
+    Args:
+        path: bag directory to create (must not exist).
+        transport: a :class:`hardware.ros2.transport.Transport`.
+        topics: topic -> :mod:`hardware.ros2.messages` class.
+        storage: ``sqlite3`` (ROS 2 Humble's default) or ``mcap``.
+        clock: ``receive`` (wall clock on arrival [ns since epoch]) or ``stamp`` (sim clock).
+        qos: subscription QoS (default: the transport's reliable default).
+
+    Callbacks only serialise and append under a lock; :meth:`close` (or the context manager)
+    finishes the bag, which is unreadable until then (rosbag2's metadata is written last).
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        transport: Any,
+        topics: Mapping[str, type],
+        *,
+        storage: str = "sqlite3",
+        clock: str = "receive",
+        qos: Any = None,
+    ) -> None:
+        from rosbags.rosbag2 import StoragePlugin, Writer
+
+        from hardware.ros2.messages import ros_type_name, type_hash
+
+        if storage not in STORAGES:
+            raise BagError(f"storage must be one of {STORAGES}, got {storage!r}")
+        if clock not in ("receive", "stamp"):
+            raise BagError(f"clock must be 'receive' or 'stamp', got {clock!r}")
+        if Path(path).exists():
+            raise BagError(f"{path} exists; a bag is written into a new directory")
+        self.path, self.clock = Path(path), clock
+        self._lock = threading.Lock()
+        self._last_stamp = 0
+        self._closed = False
+        self.counts: dict[str, int] = {t: 0 for t in topics}
+        # rosbags' sqlite3 storage is bound to the thread that opened it: one writer thread
+        # owns the Writer; transport callbacks only serialise and enqueue.
+        self._queue: queue.SimpleQueue[tuple[str, int, bytes] | None] = queue.SimpleQueue()
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
+        conns = {t: (ros_type_name(c), type_hash(c)) for t, c in topics.items()}
+        self._thread = threading.Thread(
+            target=self._write_loop, args=(Writer, plugin, conns), daemon=True
+        )
+        self._thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            raise BagError(f"cannot create bag {path}: {self._error}") from self._error
+        self._subs = []
+        for topic, cls in topics.items():
+
+            def callback(msg: Any, topic: str = topic) -> None:
+                self._put(topic, msg)
+
+            args = (topic, cls, callback) if qos is None else (topic, cls, callback, qos)
+            self._subs.append(transport.subscribe(*args))
+
+    def _write_loop(self, writer_cls: Any, plugin: Any, conns: dict[str, tuple[str, str]]) -> None:
+        try:
+            writer = writer_cls(self.path, version=8, storage_plugin=plugin)
+            writer.open()
+            ts = _typestore()
+            handles = {
+                topic: writer.add_connection(topic, name, typestore=ts, rihs01=rihs)
+                for topic, (name, rihs) in conns.items()
+            }
+        except Exception as exc:  # rosbags raises many types for unwritable paths
+            self._error = exc
+            self._ready.set()
+            return
+        self._ready.set()
+        try:
+            while (item := self._queue.get()) is not None:
+                topic, t, data = item
+                writer.write(handles[topic], t, data)
+        finally:
+            writer.close()
+
+    def _put(self, topic: str, msg: Any) -> None:
+        data = msg.serialize()
+        with self._lock:
+            if self._closed:
+                return
+            if self.clock == "receive":
+                t = time.time_ns()
+            elif hasattr(msg, "header"):
+                st = msg.header.stamp
+                t = int(st.sec) * 1_000_000_000 + int(st.nanosec)
+                self._last_stamp = max(self._last_stamp, t)
+            else:
+                t = self._last_stamp + 1
+            self._queue.put((topic, t, data))
+            self.counts[topic] += 1
+
+    def close(self) -> None:
+        """Stop recording and finish the bag (idempotent)."""
+        for sub in self._subs:
+            sub.close()
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._queue.put(None)
+        self._thread.join()
+
+    def __enter__(self) -> BagRecorder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_messages(
+    path: str | Path, topics: Sequence[str] | None = None
+) -> list[tuple[str, int, Any]]:
+    """``(topic, bag time [ns], message)`` of a bag in time order, messages as
+    :mod:`hardware.ros2.messages` objects (deserialised from the stored CDR bytes)."""
+    from rosbags.highlevel import AnyReader
+
+    from hardware.ros2.messages import MESSAGES, ros_type_name
+
+    by_ros = {ros_type_name(c): c for n, c in MESSAGES.items()}
+    out: list[tuple[str, int, Any]] = []
+    with AnyReader([Path(path)], default_typestore=_typestore()) as reader:
+        conns = [c for c in reader.connections if topics is None or c.topic in topics]
+        unknown = sorted({c.msgtype for c in conns if c.msgtype not in by_ros})
+        if unknown:
+            raise BagError(f"{path}: no robotrl message class for {unknown}")
+        for conn, t_ns, raw in reader.messages(connections=conns):
+            out.append((conn.topic, int(t_ns), by_ros[conn.msgtype].deserialize(bytes(raw))))
+    return out
+
+
+def replay_bag(
+    path: str | Path,
+    transport: Any,
+    *,
+    rate: float = 1.0,
+    topics: Sequence[str] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> int:
+    """Publish a bag's messages onto ``transport`` at the bag's timing (``rate`` x speed;
+    ``rate=0`` as fast as possible); returns the number published."""
+    if rate < 0:
+        raise BagError(f"rate must be >= 0, got {rate}")
+    messages = read_messages(path, topics)
+    pubs: dict[str, Any] = {}
+    if not messages:
+        return 0
+    t_bag0, t0 = messages[0][1], clock()
+    for topic, t_ns, msg in messages:
+        if topic not in pubs:
+            pubs[topic] = transport.publisher(topic, type(msg))
+        if rate > 0:
+            delay = t0 + (t_ns - t_bag0) / 1e9 / rate - clock()
+            if delay > 0:
+                sleep(delay)
+        pubs[topic].publish(msg)
+    return len(messages)
+
+
+def profile_topics(
+    profile: TopicProfile, *, task_state: bool = False, cameras: Sequence[str] = ()
+) -> dict[str, type]:
+    """Topic -> message class of a session: the profile's state topics, the executed action,
+    the intervention flag, teleop twist/action and the episode protocol."""
+    from hardware.ros2 import messages as m
+    from hardware.ros2.observation import StateCache
+
+    cache = StateCache(profile, task_state=task_state, cameras=cameras)
+    out = dict(cache.message_types())
+    out[profile.action] = m.Float64MultiArray
+    out[profile.intervention] = m.Bool
+    out[profile.teleop_twist] = m.TwistStamped
+    out[profile.teleop_action] = m.Float64MultiArray
+    out[profile.episode] = m.Float64MultiArray
+    out[profile.reset] = m.Float64MultiArray
+    return out
+
+
+def bag_topics(profile: TopicProfile, cameras: Mapping[str, str] | None = None) -> Any:
+    """The importer's topic mapping for bags recorded with ``profile``. The importer reads
+    the gripper from ``joint_states``: profiles with a separate gripper topic import without
+    the finger opening (0)."""
+    from robotrl.datasets.rosbag_import import BagTopics
+
+    return BagTopics(
+        joint_states=profile.joint_states,
+        arm_joints=tuple(profile.arm_joints),
+        gripper_joints=tuple(profile.gripper_joints),
+        ee_pose=profile.ee_pose,
+        wrench=profile.wrench,
+        ee_twist=profile.ee_twist,
+        cameras=dict(cameras or {}),
+        action=profile.action,
+        intervention=profile.intervention,
+    )
