@@ -51,7 +51,8 @@ def diff_stores(
     keys_a = set(a.keys) - set(ignore_keys)
     keys_b = set(b.keys) - set(ignore_keys)
     if keys_a != keys_b:
-        out.append(f"keys: only in a {sorted(keys_a - keys_b)}, only in b {sorted(keys_b - keys_a)}")
+        only_a, only_b = sorted(keys_a - keys_b), sorted(keys_b - keys_a)
+        out.append(f"keys: only in a {only_a}, only in b {only_b}")
     for key in sorted(keys_a & keys_b):
         out += _diff_array(key, a.get(key), b.get(key), atol)
         final = f"final_obs.{key.replace('/', '.')}"
