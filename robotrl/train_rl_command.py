@@ -52,6 +52,20 @@ def _plot(logger: MetricsLogger, run_dir: Any) -> str:
     )
 
 
+def _ray_envs(cfg: DictConfig, make_env: Any) -> Any:
+    """The training envs on ``ray.workers`` Ray workers (None: in this process)."""
+    workers = int(cfg.get("ray", {}).get("workers", 0) or 0)
+    if workers <= 0:
+        return None
+    if cfg.num_envs % workers:
+        raise ValueError(f"num_envs ({cfg.num_envs}) must be a multiple of ray.workers ({workers})")
+    from robotrl.distributed.ray_rollout import RayVectorEnv
+
+    return RayVectorEnv(
+        make_env, workers, cfg.num_envs // workers, address=cfg.ray.get("address") or None
+    )
+
+
 def _video(
     agent: ResidualAgent,
     base: Any,
@@ -160,6 +174,7 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
         finally:
             if isinstance(human, DeviceIntervener):
                 human.device.stop()
+    vector_env = _ray_envs(cfg, make_env)
     try:
         result = train_residual(
             base,
@@ -173,6 +188,7 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
             intervener=human,
             logger=logger,
             progress=cfg.progress,
+            vector_env=vector_env,
         )
     finally:
         if isinstance(human, DeviceIntervener):

@@ -52,6 +52,9 @@ class ResidualRollout:
         num_envs: N. execute_horizon: Te base actions executed per chunk.
         seed: env ``e`` is reset with ``seed + 1000 * e + episode``.
         intervener: optional human (or scripted) takeover.
+        vector_env: step ``num_envs`` envs elsewhere, all at once (e.g. on Ray workers:
+            :class:`robotrl.distributed.ray_rollout.RayVectorEnv`, which provides
+            ``step_each`` / ``reset_one``); ``make_env`` is then not called.
 
     Attributes:
         env_steps: env steps taken (summed over envs). episodes: one dict per finished episode
@@ -68,14 +71,18 @@ class ResidualRollout:
         execute_horizon: int = 8,
         seed: int = 0,
         intervener: Intervener | None = None,
+        vector_env: Any | None = None,
     ) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        if vector_env is not None and vector_env.num_envs != num_envs:
+            raise ValueError(f"vector_env has {vector_env.num_envs} envs, num_envs is {num_envs}")
         self.featurizer, self.num_envs, self.seed = featurizer, num_envs, seed
         self.intervener = intervener
-        self.envs = [make_env() for _ in range(num_envs)]
+        self.vector_env = vector_env
+        self.envs = [] if vector_env is not None else [make_env() for _ in range(num_envs)]
         self.runner = ChunkRunner(base, num_envs, execute_horizon)
-        self.obs = [env.reset(seed=seed + 1000 * i)[0] for i, env in enumerate(self.envs)]
+        self.obs = [self._reset(i, seed + 1000 * i) for i in range(num_envs)]
         for i in range(num_envs):
             self._reset_human(i)
         self._episode = [0] * num_envs
@@ -89,6 +96,16 @@ class ResidualRollout:
     @staticmethod
     def _fresh_stats() -> dict[str, Any]:
         return {"len": 0, "interventions": 0, "success": False}
+
+    def _reset(self, i: int, seed: int) -> dict[str, Any]:
+        if self.vector_env is not None:
+            return self.vector_env.reset_one(i, seed)[0]
+        return self.envs[i].reset(seed=seed)[0]
+
+    def _step_all(self, actions: list[np.ndarray]) -> list[tuple[Any, ...]]:
+        if self.vector_env is not None:  # all envs at once, in other processes
+            return self.vector_env.step_each(np.stack(actions))
+        return [env.step(a) for env, a in zip(self.envs, actions, strict=True)]
 
     def _reset_human(self, i: int) -> None:
         if self.intervener is not None and hasattr(self.intervener, "reset"):
@@ -114,12 +131,16 @@ class ResidualRollout:
         if self._feats is None or self._a_b is None:
             raise RuntimeError("call observe() before step()")
         feats, a_b, self._feats, self._a_b = self._feats, self._a_b, None, None
-        for i, env in enumerate(self.envs):
+        executed, took = [], []
+        for i in range(self.num_envs):
             proposed = actions[i]
             human = self.intervener(i, self.obs[i], proposed) if self.intervener else None
-            took_over = human is not None
-            a = np.asarray(human, np.float32) if took_over else proposed
-            next_obs, reward, terminated, truncated, info = env.step(a)
+            took.append(human is not None)
+            executed.append(np.asarray(human, np.float32) if human is not None else proposed)
+        results = self._step_all(executed)
+        for i in range(self.num_envs):
+            a, took_over = executed[i], took[i]
+            next_obs, reward, terminated, truncated, info = results[i]
             st = self._stats[i]
             st["len"] += 1
             st["interventions"] += int(took_over)
@@ -144,7 +165,7 @@ class ResidualRollout:
                 )
                 self._episode[i] += 1
                 self._stats[i] = self._fresh_stats()
-                next_obs, _ = env.reset(seed=self.seed + 1000 * i + self._episode[i])
+                next_obs = self._reset(i, self.seed + 1000 * i + self._episode[i])
                 self.runner.reset([i])
                 self._reset_human(i)
             else:
@@ -155,3 +176,5 @@ class ResidualRollout:
     def close(self) -> None:
         for env in self.envs:
             env.close()
+        if self.vector_env is not None:
+            self.vector_env.close()

@@ -229,8 +229,12 @@ def train_residual(
     logger: MetricsLogger | None = None,
     progress: bool = True,
     agent: ResidualAgent | None = None,
+    vector_env: Any | None = None,
 ) -> TrainResult:
-    """Train a residual actor on the frozen ``base``; see the module docstring."""
+    """Train a residual actor on the frozen ``base``; see the module docstring.
+    ``vector_env``: the training envs live elsewhere (Ray workers, see
+    :class:`~robotrl.algos.residual_rollout.ResidualRollout`); evaluation still uses
+    ``make_env`` in this process."""
     rng = np.random.default_rng(train.seed)
     torch.manual_seed(train.seed)
     freeze(base)
@@ -247,6 +251,7 @@ def train_residual(
         execute_horizon=execute_horizon,
         seed=train.seed,
         intervener=intervener,
+        vector_env=vector_env,
     )
 
     def sink(t: ResidualTransition) -> None:
