@@ -102,7 +102,7 @@ def _copy(policy):
 @pytest.mark.parametrize("algo", ["flow_noise", "flow_sde"])
 def test_log_prob_recompute_through_rollout_storage(biased, algo):
     policy = _copy(biased)
-    cfg = FlowPGConfig(algo=algo, num_steps=4)
+    cfg = FlowPGConfig(algo=algo, num_steps=4, per_dim_log_prob=False)  # the whole chunk's
     rollout = FlowRollout(policy, _venv(8), cfg.mode, 1, seed=3)
     groups = rollout.collect(64)
     learner = FlowPG(policy, rollout.feature_dim, cfg)

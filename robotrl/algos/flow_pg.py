@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from robotrl.algos.chunk_gae import chunk_gae, group_advantages
-from robotrl.algos.flow_rollout import MODE_OF_ALGO, FlowEpisode, reduce_log_prob
+from robotrl.algos.flow_rollout import MODE_OF_ALGO, FlowEpisode
 from robotrl.algos.networks import mlp
 
 ALGOS = ("flow_noise", "flow_sde", "grpo")
@@ -50,12 +50,16 @@ class FlowPGConfig:
         gamma: discount per chunk step. lam: GAE lambda.
         epochs: passes over a batch. minibatch_size: chunk steps per gradient step.
         actor_lr, critic_lr, betas: Adam. grad_clip: global norm per optimiser.
-        entropy_coef: Flow-Noise entropy bonus (per action dimension and step).
+        entropy_coef: Flow-Noise entropy bonus (per step; per action dimension when
+            ``per_dim_log_prob``).
         value_hidden: width of the value MLP (2 hidden layers, LayerNorm).
         group_size: GRPO's G. group_success_range: keep groups whose mean success is inside.
         normalize_advantages: standardise PPO advantages per batch.
         rollout_env_steps: env steps (summed over envs) collected per iteration.
         execute_horizon: Te actions executed per chunk (None: the checkpoint's).
+        per_dim_log_prob: PPO ratios from the chunk log-prob divided by Ta x Da (a geometric
+            mean per action dimension). The sum over a 16 x 7 chunk made ratios explode on lift
+            (approx. KL 2-50 per update, 40 % clipped, no progress at actor lr 2e-5).
     """
 
     algo: str = "flow_noise"
@@ -81,6 +85,7 @@ class FlowPGConfig:
     normalize_advantages: bool = True
     rollout_env_steps: int = 2000
     execute_horizon: int | None = None
+    per_dim_log_prob: bool = True
 
     def __post_init__(self) -> None:
         if self.algo not in ALGOS:
@@ -179,7 +184,7 @@ class FlowPG:
             "obs": {k: torch.from_numpy(np.stack([s.obs[k] for s in steps])) for k in keys},
             "chain": torch.from_numpy(np.stack([s.chain for s in steps])),
             "k_star": torch.tensor([s.k_star for s in steps]),
-            "log_prob": torch.tensor([s.log_prob for s in steps], dtype=torch.float64),
+            "log_prob": self.reduce(torch.from_numpy(np.stack([s.log_probs for s in steps]))),
             "features": torch.from_numpy(feats),
             "old_value": torch.from_numpy(self.values(feats).astype(np.float32)),
             "advantage": torch.from_numpy(np.concatenate(advs).astype(np.float32)),
@@ -200,8 +205,16 @@ class FlowPG:
             k_star=k_star if mode == "sde" else None,
             noise_level=self.cfg.noise_level,
         )
-        dims = chain.shape[-1] * chain.shape[-2]
-        return reduce_log_prob(lp, mode), reduce_log_prob(ent, mode) / dims
+        return self.reduce(lp), self.reduce(ent)
+
+    def reduce(self, per_step: torch.Tensor) -> torch.Tensor:
+        """(B, K) per-step log-probs (or entropies) -> (B,) per chunk: the mean over the chain
+        for Flow-Noise (every step stochastic), the one stochastic step for Flow-SDE; divided
+        by Ta x Da when ``per_dim_log_prob``."""
+        out = per_step.mean(1) if self.cfg.mode == "noise_net" else per_step.sum(1)
+        if self.cfg.per_dim_log_prob:
+            out = out / (self.policy.action_horizon * self.policy.action_dim)
+        return out
 
     def update(self, batch: dict[str, Any], seed: int = 0) -> dict[str, float]:
         """``epochs`` passes of minibatch PPO on ``batch`` (from :meth:`make_batch`)."""

@@ -26,24 +26,18 @@ from robotrl.chunk_runner import LANGUAGE_KEY, policy_keys
 MODE_OF_ALGO = {"flow_noise": "noise_net", "flow_sde": "sde"}
 
 
-def reduce_log_prob(lp: torch.Tensor, mode: str) -> torch.Tensor:
-    """(B, K) per-step log-probs -> (B,) chunk log-prob: the mean over the chain for Flow-Noise
-    (every step stochastic), the sum (= the one stochastic step) for Flow-SDE."""
-    return lp.mean(1) if mode == "noise_net" else lp.sum(1)
-
-
 @dataclass
 class ChunkStep:
     """One chunk decision. ``obs``: {key: (To, ...)} (``language``: (L,) token ids);
     ``chain``: (K+1, Ta, Da) normalised; ``k_star``: the stochastic step (Flow-SDE, else -1);
-    ``log_prob``: the chunk's log-prob at sampling time (:func:`reduce_log_prob`);
+    ``log_probs``: (K,) per-step log-probs at sampling time (0 at deterministic steps);
     ``features``: (F,) value-head input (values are computed by the learner, with its current
     head, when it builds a batch); ``reward``: sum over the executed actions."""
 
     obs: dict[str, np.ndarray]
     chain: np.ndarray
     k_star: int
-    log_prob: float
+    log_probs: np.ndarray
     features: np.ndarray
     reward: float = 0.0
     steps: int = 0
@@ -172,7 +166,7 @@ class FlowRollout:
                 obs, mode=self.mode, k_star=k_star, noise_level=self.noise_level, generator=self.gen
             )
             feats = torch.cat([out["obs_features"], out["expert_features"]], dim=-1)
-        logp = reduce_log_prob(out["log_prob"], self.mode).numpy()
+        logp = out["log_prob"].numpy()
         chain = out["chain"].numpy()
         actions = out["action"].numpy()
         for j, i in enumerate(ids):
@@ -183,7 +177,7 @@ class FlowRollout:
                     obs={key: v[j] for key, v in obs_np.items()},
                     chain=chain[j],
                     k_star=int(k_star[j]) if k_star is not None else -1,
-                    log_prob=float(logp[j]),
+                    log_probs=logp[j],
                     features=feats[j].numpy(),
                 )
             )
