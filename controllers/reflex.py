@@ -1,0 +1,227 @@
+"""Safety reflex: the exported risk critic evaluated in the control loop (numpy only, no torch).
+
+Every reflex tick (100-500 Hz, well above the 10-20 Hz policy) :meth:`Reflex.tick` evaluates
+``Q_risk(s, a)`` (:mod:`robotrl.algos.safety_critic`, exported as ``.npz``) for the commanded
+action and a few recovery candidates in one batched pass. If the commanded action's risk
+exceeds the threshold eps_safe, the reflex substitutes the candidate of lowest risk and, when
+the wrist already measures contact, asks for lowered stiffness (variable impedance); the
+deterministic safety filter still applies to
+whatever it outputs. Candidates (rows of the batch):
+
+    0  the commanded action a           (its risk decides whether to intervene)
+    1  hold: no motion, a's gripper
+    2  back off along the measured external force (the direction that relieves it)
+    3  move up (+z, base frame)
+    4  a slowed to ``slow_fraction``
+
+Per tick nothing is allocated: the batch, the hidden layers and the outputs are work arrays
+made once. Interventions are counted in ``counts`` and the last decision is in ``last``.
+
+Shapes: O features, A = 7 actions (delta TCP pose + gripper in [-1, 1], base frame), H hidden.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+THRESHOLD = 0.3  # eps_safe when the export carries none
+STIFFNESS_SCALE = 0.25  # stiffness multiplier while the reflex holds the arm
+SLOW_FRACTION = 0.3
+NUM_CANDIDATES = 5
+RECOVERIES = ("min_risk", "hold")
+FORCE_DEADBAND = 1.0  # [N]: below it there is no force direction to back off along
+# [N]: stiffness is lowered only in contact. In free space a soft hold would also lower the
+# damping (D = 2 sqrt(K m)) and let a fast arm coast further into what it was about to hit.
+CONTACT_FORCE = 5.0
+
+
+class ReflexError(ValueError):
+    """An exported critic that does not fit the runtime (shape or version mismatch)."""
+
+
+class RiskMLP:
+    """max(Q1, Q2) of two sigmoid MLPs from numpy weights, for a fixed batch of M rows.
+
+    Args:
+        weights: the mapping :meth:`robotrl.algos.safety_critic.SafetyCritic.weights` returns
+            (or an ``.npz`` of it): ``mean``/``std`` (O,), ``q{1,2}.w{i}`` (in, out),
+            ``q{1,2}.b{i}`` (out,).
+        batch: M, rows per evaluation.
+    """
+
+    def __init__(self, weights: Mapping[str, np.ndarray], batch: int = NUM_CANDIDATES) -> None:
+        n_layers = sum(1 for k in weights if k.startswith("q1.w"))
+        if n_layers < 1 or any(f"q2.w{i}" not in weights for i in range(n_layers)):
+            raise ReflexError(f"expected q1.w0.. and q2.w0.. weights, got keys {sorted(weights)}")
+        self.mean = np.array(weights["mean"], dtype=float)
+        self.std = np.array(weights["std"], dtype=float)
+        self.obs_dim = self.mean.shape[0]
+        self.act_dim = int(weights["act_dim"])
+        self.feature_names = [str(x) for x in np.asarray(weights.get("feature_names", []))]
+        self.threshold = float(weights.get("threshold", THRESHOLD))
+        self.w = [[np.array(weights[f"{h}.w{i}"], dtype=float) for i in range(n_layers)]
+                  for h in ("q1", "q2")]  # fmt: skip
+        self.b = [[np.array(weights[f"{h}.b{i}"], dtype=float) for i in range(n_layers)]
+                  for h in ("q1", "q2")]  # fmt: skip
+        if self.w[0][0].shape[0] != self.obs_dim + self.act_dim:
+            raise ReflexError(
+                f"first layer expects {self.w[0][0].shape[0]} inputs, "
+                f"features + actions give {self.obs_dim} + {self.act_dim}"
+            )
+        if self.w[0][-1].shape[1] != 1:
+            raise ReflexError(f"last layer must have 1 output, got {self.w[0][-1].shape}")
+        self.batch = int(batch)
+        self._inv_std = 1.0 / self.std
+        self.x = np.zeros((batch, self.obs_dim + self.act_dim))
+        self._hidden = [np.zeros((batch, w.shape[1])) for w in self.w[0][:-1]]
+        self._zeros = [np.zeros_like(h) for h in self._hidden]
+        # biases tiled to the batch: a broadcasting add would allocate an iterator buffer
+        self._b_tiled = [[np.tile(b, (batch, 1)) for b in bs[:-1]] for bs in self.b]
+        self._q = np.zeros((2, batch))
+        self._tmp = np.zeros(self.obs_dim)
+        # views made once: slicing in the loop would create array objects every tick
+        self._x_feat = self.x[:, : self.obs_dim]
+        self._x_act = self.x[:, self.obs_dim :]
+        self._q_rows = [self._q[0], self._q[1]]
+        self._w_out = [np.ascontiguousarray(ws[-1][:, 0]) for ws in self.w]  # a strided column
+        # would make matmul copy it every call
+        self._b_out = [float(self.b[h][-1][0]) for h in range(2)]
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], batch: int = NUM_CANDIDATES) -> RiskMLP:
+        """Load an exported ``.npz`` (no pickle)."""
+        with np.load(Path(path), allow_pickle=False) as z:
+            return cls({k: z[k] for k in z.files}, batch)
+
+    def load(self, weights: Mapping[str, np.ndarray]) -> None:
+        """Copy new weights of the same shapes in place (online updates)."""
+        for h, name in enumerate(("q1", "q2")):
+            for i in range(len(self.w[h])):
+                np.copyto(self.w[h][i], weights[f"{name}.w{i}"])
+                np.copyto(self.b[h][i], weights[f"{name}.b{i}"])
+                if i < len(self.w[h]) - 1:
+                    self._b_tiled[h][i][...] = self.b[h][i]
+            self._b_out[h] = float(self.b[h][-1][0])
+            np.copyto(self._w_out[h], self.w[h][-1][:, 0])
+        np.copyto(self.mean, weights["mean"])
+        np.copyto(self.std, weights["std"])
+        np.divide(1.0, self.std, out=self._inv_std)
+
+    def set_features(self, features: np.ndarray) -> None:
+        """Standardise features (O,) into every row of the input batch."""
+        t = self._tmp
+        np.subtract(features, self.mean, out=t)
+        np.multiply(t, self._inv_std, out=t)
+        self._x_feat[...] = t
+
+    @property
+    def actions(self) -> np.ndarray:
+        """(M, A) view of the batch's action columns: write candidates here."""
+        return self._x_act
+
+    def evaluate(self) -> np.ndarray:
+        """(M,) risk in [0, 1] of the current batch (an internal buffer: copy to keep)."""
+        q0, q1 = self._q_rows
+        for h in range(2):
+            inp = self.x
+            ws = self.w[h]
+            last = len(ws) - 1
+            for i in range(last):
+                out = self._hidden[i]
+                np.dot(inp, ws[i], out=out)
+                np.add(out, self._b_tiled[h][i], out=out)
+                np.maximum(out, self._zeros[i], out=out)
+                inp = out
+            qh = self._q_rows[h]
+            np.dot(inp, self._w_out[h], out=qh)
+            np.add(qh, self._b_out[h], out=qh)
+        np.maximum(q0, q1, out=q0)  # pessimistic; sigmoid is monotone
+        np.negative(q0, out=q0)
+        np.exp(q0, out=q0)
+        np.add(q0, 1.0, out=q0)
+        np.divide(1.0, q0, out=q0)
+        return q0
+
+
+class Reflex:
+    """Decides each reflex tick whether to override the commanded action (module docstring).
+
+    Args:
+        critic: the numpy risk critic (batch of NUM_CANDIDATES rows).
+        threshold: eps_safe; default the critic's exported threshold.
+        stiffness_scale: multiplier of the nominal stiffness requested while intervening.
+        slow_fraction: scale of the slowed candidate.
+        recovery: ``"min_risk"`` (the candidate of lowest risk) or ``"hold"`` (always row 1).
+    """
+
+    def __init__(
+        self,
+        critic: RiskMLP,
+        threshold: float | None = None,
+        stiffness_scale: float = STIFFNESS_SCALE,
+        slow_fraction: float = SLOW_FRACTION,
+        recovery: str = "min_risk",
+    ) -> None:
+        if recovery not in RECOVERIES:
+            raise ReflexError(f"recovery must be one of {RECOVERIES}, got {recovery!r}")
+        self.recovery = recovery
+        if critic.batch != NUM_CANDIDATES:
+            raise ReflexError(f"critic batch must be {NUM_CANDIDATES}, got {critic.batch}")
+        self.critic = critic
+        self.threshold = critic.threshold if threshold is None else float(threshold)
+        if not (0.0 < self.threshold < 1.0 and 0.0 < stiffness_scale <= 1.0):
+            raise ReflexError(
+                "expected 0 < threshold < 1 and 0 < stiffness_scale <= 1, got "
+                f"{self.threshold}, {stiffness_scale}"
+            )
+        self.stiffness_scale = float(stiffness_scale)
+        self.slow_fraction = float(slow_fraction)
+        self.action = np.zeros(critic.act_dim)  # the action to execute after the last tick
+        self.risk = 0.0  # risk of the commanded action at the last tick
+        self.intervening = False
+        self.soften = False  # lower the stiffness (intervening while in contact)
+        self.counts = {"ticks": 0, "interventions": 0}
+        cand = critic.actions
+        self._rows = [cand[j] for j in range(NUM_CANDIDATES)]
+        self._motion = [cand[j, :6] for j in range(NUM_CANDIDATES)]
+
+    def tick(self, features: np.ndarray, action: np.ndarray, force: np.ndarray) -> bool:
+        """Evaluate the commanded ``action`` (A,) at ``features`` (O,) with measured external
+        force (3,) [N, base frame]. Returns whether to intervene; :attr:`action` holds the
+        action to execute (the command itself when not intervening)."""
+        c = self.critic
+        c.set_features(features)
+        rows, motion = self._rows, self._motion
+        c.actions[...] = action  # every row starts as the command (keeps its gripper)
+        motion[1].fill(0.0)
+        motion[2].fill(0.0)
+        fx, fy, fz = float(force[0]), float(force[1]), float(force[2])
+        f = math.sqrt(fx * fx + fy * fy + fz * fz)
+        if f > FORCE_DEADBAND:  # the environment pushes the hand along F: yield to it
+            r2 = rows[2]
+            r2[0], r2[1], r2[2] = fx / f, fy / f, fz / f
+        motion[3].fill(0.0)
+        rows[3][2] = 1.0
+        np.multiply(motion[4], self.slow_fraction, out=motion[4])
+        risk = c.evaluate()
+        self.risk = float(risk[0])
+        self.counts["ticks"] += 1
+        self.intervening = not self.risk <= self.threshold  # NaN risk: intervene (fail closed)
+        if self.intervening:
+            best, best_risk = 1, float(risk[1])
+            for j in range(2, NUM_CANDIDATES if self.recovery == "min_risk" else 2):
+                r = float(risk[j])
+                if r < best_risk:
+                    best, best_risk = j, r
+            np.copyto(self.action, rows[best])
+            self.soften = f > CONTACT_FORCE
+            self.counts["interventions"] += 1
+        else:
+            self.soften = False
+            np.copyto(self.action, action)
+        return self.intervening
