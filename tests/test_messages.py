@@ -27,6 +27,7 @@ SAMPLES: list[IdlStruct] = [
     m.Time(sec=-5, nanosec=4_000_000_000),
     _header("a"),
     m.Bool(data=True),
+    m.String(data="hold: state 61 ms old"),
     m.MultiArrayDimension(label="xyz", size=7, stride=14),
     m.MultiArrayLayout(dim=[m.MultiArrayDimension("a", 2, 6), m.MultiArrayDimension("bc", 3, 3)]),
     m.Float64MultiArray(

@@ -135,6 +135,10 @@ class PolicyNodeConfig(BridgeConfig):
         episodes: episodes to run (0: until stopped).
         seed: first episode seed.
         device: torch device of the policy.
+        via_bridge: publish normalised actions on ``action`` for a ``robotrl-bridge`` process
+            (which filters and commands); False: filter and command in this node.
+        task: sim task whose observation entries (``state/cube_pos`` ...) the policy reads
+            from ``task_state`` (sim robot); empty: arm state only.
     """
 
     NODE_NAME: ClassVar[str] = "robotrl_policy"
@@ -144,6 +148,8 @@ class PolicyNodeConfig(BridgeConfig):
     episodes: int = 0
     seed: int = 0
     device: str = "cpu"
+    via_bridge: bool = False
+    task: str = ""
 
     def validate(self) -> None:
         super().validate()

@@ -52,6 +52,14 @@ class Bool(IdlStruct, typename="std_msgs.msg.dds_.Bool_"):
 
 @dataclass
 @final
+class String(IdlStruct, typename="std_msgs.msg.dds_.String_"):
+    """std_msgs/String (status and reason texts)."""
+
+    data: str = ""
+
+
+@dataclass
+@final
 class MultiArrayDimension(IdlStruct, typename="std_msgs.msg.dds_.MultiArrayDimension_"):
     """std_msgs/MultiArrayDimension."""
 
@@ -213,6 +221,7 @@ MESSAGES: dict[str, type[IdlStruct]] = {
         Time,
         Header,
         Bool,
+        String,
         MultiArrayDimension,
         MultiArrayLayout,
         Float64MultiArray,
@@ -241,6 +250,9 @@ TYPE_HASHES: dict[str, str] = {
     ),
     "std_msgs/msg/Bool": (
         "RIHS01_feb91e995ff9ebd09c0cb3d2aed18b11077585839fb5db80193b62d74528f6c9"
+    ),
+    "std_msgs/msg/String": (
+        "RIHS01_df668c740482bbd48fb39d76a70dfd4bd59db1288021743503259e948f6b1a18"
     ),
     "std_msgs/msg/MultiArrayDimension": (
         "RIHS01_5e773a60a4c7fc8a54985f307c7837aa2994252a126c301957a24e31282c9cbe"

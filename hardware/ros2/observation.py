@@ -315,6 +315,14 @@ class StateCache:
         age = (self.clock_ns() - oldest) / 1e9
         return _assemble([n[1] for n in newest if n is not None]), age
 
+    def ages(self) -> dict[str, float | None]:
+        """Topic -> age [s] of its newest sample by receive time (None: nothing yet); the
+        bridge's watchdog names the stale topic with it."""
+        now = self.clock_ns()
+        with self._lock:
+            newest = {t: next(reversed(s.values()), None) for t, s in self._samples.items()}
+        return {t: None if n is None else (now - n[0]) / 1e9 for t, n in newest.items()}
+
     def missing(self) -> list[str]:
         """Topics that have not published yet."""
         with self._lock:

@@ -1,0 +1,180 @@
+"""``robotrl-bridge``: normalised actions in, safety-filtered robot commands out, with a watchdog.
+
+Subscribes the ``action`` topic (Float64MultiArray, the (7,) normalised action a policy or a
+teleop node publishes) and applies every action as it arrives through a
+:class:`~hardware.ros2.commander.Commander` (measured TCP pose + scaled delta -> safety filter,
+always last -> ``equilibrium_pose`` and ``gripper_command``). A
+:class:`~hardware.ros2.commander.StateWatchdog` watches the robot's state topics: state older
+than ``state_timeout_s`` -> hold (the last safe target is re-sent, actions are refused) and the
+reason is logged and published on ``/robotrl/bridge/status``; fresh state again -> resume from
+the measured pose. A ``reset`` message re-synchronises the filter (the arm moves to its reset
+pose). No torch: the bridge keeps its loop free of inference.
+
+Only ``command: equilibrium_pose`` (a Cartesian impedance controller robot-side) is served; the
+``joint_torque`` mode (our impedance controller in the bridge) is not implemented yet.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from hardware.ros2 import messages as m
+from hardware.ros2.commander import Commander, StateWatchdog
+from hardware.ros2.config import BridgeConfig, ConfigError
+from hardware.ros2.observation import StateCache
+from hardware.ros2.transport import SENSOR_QOS, Transport
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class BridgeStats:
+    """Counts of what the bridge did (printed as JSON on exit)."""
+
+    actions: int = 0
+    applied: int = 0
+    refused: int = 0
+    resets: int = 0
+    holds: int = 0
+    hold_reasons: list[str] = field(default_factory=list)
+    stopped_by: str = ""
+
+
+class BridgeNode:
+    """The bridge on ``transport`` (see the module docstring).
+
+    Args:
+        cfg: bridge configuration (topics, watchdog bound, action scale, workspace).
+        transport: a :class:`hardware.ros2.transport.Transport`.
+    """
+
+    def __init__(self, cfg: BridgeConfig, transport: Transport) -> None:
+        if cfg.command != "equilibrium_pose":
+            raise ConfigError(
+                f"the bridge serves command=equilibrium_pose only, got {cfg.command!r} "
+                "(joint_torque is not implemented)"
+            )
+        self.cfg = cfg
+        self.profile = cfg.topic_profile()
+        self.stats = BridgeStats()
+        self.cache = StateCache(self.profile)
+        self._subs = self.cache.subscribe(transport, SENSOR_QOS)
+        self.commander = Commander(
+            transport,
+            self.profile,
+            max_dpos=cfg.max_dpos,
+            max_drot=cfg.max_drot,
+            workspace_low=cfg.workspace_low,
+            workspace_high=cfg.workspace_high,
+            stiffness=cfg.stiffness or None,
+        )
+        self.watchdog = StateWatchdog(
+            self.cache,
+            cfg.state_timeout_s,
+            on_hold=self._on_hold,
+            on_resume=self.commander.resync,
+            status=transport,
+        )
+        self._cv = threading.Condition()
+        self._action: np.ndarray | None = None
+        self._stop = False
+        p = self.profile
+        self._subs.append(transport.subscribe(p.action, m.Float64MultiArray, self._on_action))
+        self._subs.append(transport.subscribe(p.reset, m.Float64MultiArray, self._on_reset))
+
+    def _on_action(self, msg: m.Float64MultiArray) -> None:
+        a = np.asarray(msg.data, dtype=float)
+        with self._cv:
+            self.stats.actions += 1
+            if a.shape != (7,):
+                log.warning("ignoring an action of shape %s (expected (7,))", a.shape)
+                self.stats.refused += 1
+                return
+            self._action = a
+            self._cv.notify()
+
+    def _on_reset(self, msg: m.Float64MultiArray) -> None:
+        self.stats.resets += 1
+        self.commander.resync()
+
+    def _on_hold(self, reason: str) -> None:
+        self.stats.holds += 1
+        self.stats.hold_reasons.append(reason)
+        self.commander.hold()
+
+    def apply(self, action: np.ndarray) -> bool:
+        """Apply one action now (False when the watchdog refuses it)."""
+        if self.watchdog.held or self.watchdog.check():
+            self.stats.refused += 1
+            return False
+        latest = self.cache.latest()
+        if latest is None:
+            self.stats.refused += 1
+            return False
+        obs, _ = latest
+        self.commander.apply(action, obs["state/ee_pos"], obs["state/ee_quat"])
+        self.stats.applied += 1
+        return True
+
+    def stop(self) -> None:
+        with self._cv:
+            self._stop = True
+            self._cv.notify()
+
+    def run(self, duration_s: float | None = None) -> BridgeStats:
+        """Apply actions as they arrive until :meth:`stop` (or ``duration_s``)."""
+        end = None if duration_s is None else time.monotonic() + duration_s
+        while True:
+            with self._cv:
+                self._cv.wait_for(lambda: self._stop or self._action is not None, timeout=0.1)
+                if self._stop:
+                    self.stats.stopped_by = "stopped"
+                    break
+                action, self._action = self._action, None
+            if action is not None:
+                self.apply(action)
+            if end is not None and time.monotonic() > end:
+                self.stats.stopped_by = "duration"
+                break
+        return self.stats
+
+    def close(self) -> None:
+        self.stop()
+        self.watchdog.close()
+        for sub in self._subs:
+            sub.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console script ``robotrl-bridge`` (ROS 2 style arguments: ``--ros-args -p key:=v``)."""
+    from hardware.ros2.transport import make_transport
+
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    cfg, name = BridgeConfig.from_args(sys.argv[1:] if argv is None else argv)
+    domain = None if cfg.domain_id < 0 else cfg.domain_id
+    with make_transport(domain_id=domain, node_name=name) as transport:
+        node = BridgeNode(cfg, transport)
+        signal.signal(signal.SIGTERM, lambda *_: node.stop())
+        try:
+            stats = node.run()
+        except KeyboardInterrupt:
+            stats = node.stats
+            stats.stopped_by = "interrupt"
+        node.close()
+    out: dict[str, Any] = {"node": name, **stats.__dict__}
+    print(json.dumps(out), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,250 @@
+"""Safety-filtered robot commands and the stale-state watchdog of the bridge (no torch).
+
+:class:`Commander` turns a normalised action (7,) into what a Cartesian impedance robot takes,
+with the same semantics as ``sim/env.py``: the TCP target is the *measured* TCP pose plus
+``a[:3] * max_dpos`` [m] and ``a[3:6] * max_drot`` [rad] (rotation vector, base frame), passed
+through :class:`controllers.safety_filter.SafetyFilter` (workspace box, step limit, NaN ->
+hold) as the last stage, then published as ``equilibrium_pose`` (PoseStamped); ``a[6]`` (-1
+open, +1 closed) becomes ``gripper_command`` ``[width m]`` = ``(1 - a[6]) * FINGER_TRAVEL``.
+
+:class:`StateWatchdog` polls a :class:`hardware.ros2.observation.StateCache`: when any state
+topic's newest sample is older than the bound (or never arrived) it holds: the commander
+re-publishes the last safe target and refuses new commands, and the reason ("``/joint_states``
+61 ms old > 50 ms bound") is kept, logged and published on the status topic. When every topic is
+fresh again it resumes; the commander re-synchronises its filter to the measured pose first, so
+a restarted robot never sees a jump towards a stale target.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from controllers import panda
+from controllers.rotations import mat_to_quat, quat_to_mat, rotvec_to_mat
+from controllers.safety_filter import SafetyFilter
+from hardware.ros2 import messages as m
+from hardware.ros2.observation import StateCache
+from hardware.ros2.topics import TopicProfile
+from hardware.ros2.transport import LATCHED_QOS, Transport
+
+log = logging.getLogger(__name__)
+
+STATUS_TOPIC = "/robotrl/bridge/status"
+"""std_msgs/String: ``ok`` or ``hold: <reason>`` whenever the watchdog changes state."""
+
+
+class Commander:
+    """Normalised actions -> safety-filtered equilibrium pose + gripper width on the robot.
+
+    Args:
+        transport: where the commands go.
+        profile: topic names (``equilibrium_pose``, ``gripper_command``, ``impedance_params``).
+        max_dpos: translation per action unit and step [m].
+        max_drot: rotation per action unit and step [rad].
+        workspace_low, workspace_high: (3,) TCP box of the safety filter [m, base frame].
+        stiffness: (6,) Cartesian stiffness [N/m x3, Nm/rad x3] published once (latched) on
+            ``impedance_params``; None leaves the robot's own.
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        profile: TopicProfile,
+        *,
+        max_dpos: float = 0.02,
+        max_drot: float = 0.1,
+        workspace_low: np.ndarray | tuple[float, ...] = (0.2, -0.45, 0.015),
+        workspace_high: np.ndarray | tuple[float, ...] = (0.8, 0.45, 0.7),
+        stiffness: np.ndarray | tuple[float, ...] | None = None,
+    ) -> None:
+        if not profile.equilibrium_pose:
+            raise ValueError(f"profile {profile.name!r} has no equilibrium_pose topic")
+        if not (max_dpos > 0 and max_drot > 0):
+            raise ValueError(f"expected max_dpos, max_drot > 0, got {max_dpos}, {max_drot}")
+        self.profile = profile
+        self.max_dpos, self.max_drot = float(max_dpos), float(max_drot)
+        # the same step bounds as sim/env.py, so sim and robot clip alike
+        self.safety = SafetyFilter(
+            workspace_low=np.asarray(workspace_low, dtype=float),
+            workspace_high=np.asarray(workspace_high, dtype=float),
+            max_pos_step=2.5 * self.max_dpos,
+            max_rot_step=2.5 * self.max_drot,
+        )
+        self._pose = transport.publisher(profile.equilibrium_pose, m.PoseStamped)
+        self._gripper = (
+            transport.publisher(profile.gripper_command, m.Float64MultiArray)
+            if profile.gripper_command
+            else None
+        )
+        if stiffness is not None and len(stiffness):
+            k = np.asarray(stiffness, dtype=float)
+            if k.shape != (6,) or not (k > 0).all():
+                raise ValueError(f"expected 6 positive stiffnesses, got {stiffness}")
+            if not profile.impedance_params:
+                raise ValueError(f"profile {profile.name!r} has no impedance_params topic")
+            pub = transport.publisher(profile.impedance_params, m.Float64MultiArray, LATCHED_QOS)
+            pub.publish(m.Float64MultiArray(data=[float(x) for x in k]))
+            self._impedance = pub  # keep the latched writer alive
+        self.target: tuple[np.ndarray, np.ndarray] | None = None  # last safe (pos, rot)
+        self.width: float | None = None
+        self._needs_sync = True
+        self.commands = 0
+
+    def resync(self) -> None:
+        """Forget the last target: the next :meth:`apply` starts from the measured pose (after a
+        reset or a hold, so the filter's step limit never pulls towards an old target)."""
+        self._needs_sync = True
+
+    def apply(self, action: np.ndarray, ee_pos: np.ndarray, ee_quat: np.ndarray) -> dict[str, bool]:
+        """Publish the filtered command of ``action`` (7,) at the measured TCP pose
+        (``ee_pos`` (3,) [m], ``ee_quat`` (w, x, y, z), base frame); returns the filter flags."""
+        a = np.asarray(action, dtype=float).reshape(-1)
+        if a.shape != (7,):
+            raise ValueError(f"action must have shape (7,), got {np.shape(action)}")
+        cur_rot = quat_to_mat(np.asarray(ee_quat, dtype=float))
+        cur_pos = np.asarray(ee_pos, dtype=float)
+        if self._needs_sync:
+            self.safety.reset(cur_pos, cur_rot)
+            self._needs_sync = False
+        finite = bool(np.isfinite(a).all())
+        if finite:
+            a = np.clip(a, -1.0, 1.0)
+            pos = cur_pos + a[:3] * self.max_dpos
+            rot = rotvec_to_mat(a[3:6] * self.max_drot) @ cur_rot
+        else:  # the filter rejects NaN and holds the last safe target
+            pos, rot = a[:3], np.full((3, 3), np.nan)
+        pos, rot = self.safety.filter_target(pos, rot, cur_pos, cur_rot)  # always last
+        self.target = (pos, rot)
+        self._publish_pose(pos, rot)
+        if finite and self._gripper is not None:
+            self.width = float((1.0 - a[6]) * panda.FINGER_TRAVEL)
+            self._gripper.publish(m.Float64MultiArray(data=[self.width]))
+        self.commands += 1
+        return dict(self.safety.last_flags)
+
+    def hold(self) -> None:
+        """Re-publish the last safe target (the robot keeps it; nothing new is accepted)."""
+        if self.target is not None:
+            self._publish_pose(*self.target)
+
+    def _publish_pose(self, pos: np.ndarray, rot: np.ndarray) -> None:
+        q = mat_to_quat(rot)  # (w, x, y, z)
+        msg = m.PoseStamped(
+            header=m.Header(stamp=m.stamp(time.time_ns()), frame_id=self.profile.base_frame),
+            pose=m.Pose(
+                m.Point(float(pos[0]), float(pos[1]), float(pos[2])),
+                m.Quaternion(float(q[1]), float(q[2]), float(q[3]), float(q[0])),
+            ),
+        )
+        self._pose.publish(msg)
+
+
+@dataclass
+class HoldEvent:
+    """One hold: when it started and ended (``time.monotonic`` [s]) and why."""
+
+    start: float
+    reason: str
+    end: float | None = None
+
+
+@dataclass
+class WatchdogState:
+    held: bool = True
+    reason: str = "no state received yet"
+    events: list[HoldEvent] = field(default_factory=list)
+
+
+class StateWatchdog:
+    """Holds the robot when its state goes stale (see the module docstring).
+
+    Args:
+        cache: the state cache the bridge reads.
+        timeout_s: freshness bound [s] of every state topic.
+        on_hold: called with the reason when a hold starts (on the watchdog thread).
+        on_resume: called when every topic is fresh again.
+        poll_s: check period [s] (the hold latency is at most ``timeout_s + poll_s`` after the
+            last sample).
+        status: transport to publish ``ok`` / ``hold: <reason>`` on :data:`STATUS_TOPIC`.
+    """
+
+    def __init__(
+        self,
+        cache: StateCache,
+        timeout_s: float,
+        *,
+        on_hold: Callable[[str], None] | None = None,
+        on_resume: Callable[[], None] | None = None,
+        poll_s: float = 0.002,
+        status: Transport | None = None,
+    ) -> None:
+        if not (timeout_s > 0 and poll_s > 0):
+            raise ValueError(f"expected timeout_s, poll_s > 0, got {timeout_s}, {poll_s}")
+        self.cache = cache
+        self.timeout_s = float(timeout_s)
+        self.poll_s = float(poll_s)
+        self.on_hold, self.on_resume = on_hold, on_resume
+        self.state = WatchdogState()
+        self._lock = threading.Lock()
+        self._status: Any = (
+            status.publisher(STATUS_TOPIC, m.String, LATCHED_QOS) if status is not None else None
+        )
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="state-watchdog", daemon=True)
+        self._thread.start()
+
+    @property
+    def held(self) -> bool:
+        return self.state.held
+
+    @property
+    def reason(self) -> str:
+        return self.state.reason
+
+    def check(self) -> str:
+        """Why the state is not fresh now ("" when every topic is within the bound)."""
+        ages = self.cache.ages()
+        missing = [t for t, a in ages.items() if a is None]
+        if missing:
+            return f"no state received yet on {missing}"
+        topic, age = max(ages.items(), key=lambda kv: kv[1] or 0.0)
+        assert age is not None
+        if age > self.timeout_s:
+            return f"{topic} {age * 1e3:.0f} ms old > {self.timeout_s * 1e3:.0f} ms bound"
+        return ""
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            reason = self.check()
+            if reason and not self.state.held:
+                with self._lock:
+                    self.state.held, self.state.reason = True, reason
+                    self.state.events.append(HoldEvent(time.monotonic(), reason))
+                log.warning("hold: %s", reason)
+                self._publish(f"hold: {reason}")
+                if self.on_hold is not None:
+                    self.on_hold(reason)
+            elif not reason and self.state.held:
+                with self._lock:
+                    self.state.held, self.state.reason = False, ""
+                    if self.state.events:
+                        self.state.events[-1].end = time.monotonic()
+                log.info("state fresh again: resuming")
+                self._publish("ok")
+                if self.on_resume is not None:
+                    self.on_resume()
+
+    def _publish(self, text: str) -> None:
+        if self._status is not None:
+            self._status.publish(m.String(data=text))
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=1.0)

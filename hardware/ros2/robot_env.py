@@ -1,0 +1,304 @@
+"""Gymnasium env of a robot over ROS 2 topics: the API of ``sim/env.py`` on real (or sim) state.
+
+Observations are the sim env's ``state/*`` keys (float32), built from the profile's state topics
+by :class:`hardware.ros2.observation.StateCache` (newest sample of each topic, zero-order hold)
+plus ``state/<key>`` task entries from the ``task_state`` topic when asked. Actions are the sim's
+normalised (7,) delta-TCP + gripper actions.
+
+Per ``step(a)`` (paced to ``control_hz`` by the wall clock):
+
+1. if the :class:`~hardware.ros2.commander.StateWatchdog` holds (state older than
+   ``state_timeout_s``), the action is refused: nothing is sent, ``info["hold"]`` is True and
+   ``info["hold_reason"]`` says why;
+2. otherwise the action goes out: ``command="equilibrium_pose"`` passes it through the
+   :class:`~hardware.ros2.commander.Commander` (safety filter last) here; ``command="action"``
+   publishes it on the ``action`` topic for a ``robotrl-bridge`` process, whose commander and
+   watchdog then apply it (the bridge's filter is the last stage);
+3. the env sleeps to the end of the control period and returns the newest state.
+
+``reset(seed)`` publishes ``reset [seed]`` (a sim robot resets with that seed; on a real arm the
+operator's reset routine answers) and waits for the ``episode`` message of that seed, then for
+post-reset state. ``info["success"]`` and the reward come from the ``episode`` messages (the sim
+robot's task oracle; without them success stays False: use a reward classifier on hardware).
+No torch here.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from hardware.ros2 import messages as m
+from hardware.ros2.commander import Commander, StateWatchdog
+from hardware.ros2.observation import ARM_KEYS, StateCache
+from hardware.ros2.topics import EPISODE_FIELDS, TopicProfile
+from hardware.ros2.transport import SENSOR_QOS, Transport
+
+ARM_OBS_SIZES = {
+    "joint_pos": 7,
+    "joint_vel": 7,
+    "ee_pos": 3,
+    "ee_quat": 4,
+    "ee_twist": 6,
+    "wrench": 6,
+    "gripper": 1,
+}
+COMMANDS = ("equilibrium_pose", "action")
+
+
+class RobotEnvError(RuntimeError):
+    """The robot did not answer (no reset acknowledgement, no state) within the bound."""
+
+
+class RosRobotEnv(gym.Env):
+    """A robot over ROS 2 with the Gymnasium API of :class:`sim.env.PandaEnv`.
+
+    Args:
+        transport: a :class:`hardware.ros2.transport.Transport`.
+        profile: the robot's topics.
+        control_hz: step rate [Hz] (the rate the policy was trained at).
+        command: ``"equilibrium_pose"`` (filter + commands here) or ``"action"`` (a bridge
+            node filters and commands).
+        max_dpos, max_drot: action scale per unit and step [m, rad].
+        workspace_low, workspace_high: (3,) TCP box of the safety filter [m, base frame].
+        stiffness: (6,) Cartesian stiffness sent once on ``impedance_params``; None: robot's.
+        state_timeout_s: watchdog bound [s].
+        max_episode_steps: truncation horizon.
+        task_sizes: task observation entries (``{"cube_pos": 3}``) read from ``task_state``.
+        cameras: camera names (``images/<name>`` from the profile's Image topics).
+        terminate_on_success: end the episode when the ``episode`` message reports success.
+        reset_timeout_s: how long a reset waits for the robot's acknowledgement [s].
+    """
+
+    metadata = {"render_modes": []}  # noqa: RUF012 - gym API
+
+    def __init__(
+        self,
+        transport: Transport,
+        profile: TopicProfile,
+        *,
+        control_hz: float = 20.0,
+        command: str = "equilibrium_pose",
+        max_dpos: float = 0.02,
+        max_drot: float = 0.1,
+        workspace_low: Sequence[float] = (0.2, -0.45, 0.015),
+        workspace_high: Sequence[float] = (0.8, 0.45, 0.7),
+        stiffness: Sequence[float] | None = None,
+        state_timeout_s: float = 0.05,
+        max_episode_steps: int = 200,
+        task_sizes: dict[str, int] | None = None,
+        cameras: Sequence[str] = (),
+        image_size: tuple[int, int] = (96, 96),
+        terminate_on_success: bool = True,
+        reset_timeout_s: float = 10.0,
+    ) -> None:
+        if command not in COMMANDS:
+            raise ValueError(f"command must be one of {COMMANDS}, got {command!r}")
+        if not (control_hz > 0 and state_timeout_s > 0 and max_episode_steps > 0):
+            raise ValueError(
+                "expected control_hz, state_timeout_s, max_episode_steps > 0, got "
+                f"{control_hz}, {state_timeout_s}, {max_episode_steps}"
+            )
+        self.profile = profile
+        self.control_hz = float(control_hz)
+        self.period = 1.0 / self.control_hz
+        self.command = command
+        self.max_episode_steps = int(max_episode_steps)
+        self.terminate_on_success = terminate_on_success
+        self.reset_timeout_s = float(reset_timeout_s)
+        self.task_sizes = dict(task_sizes or {})
+        self.cache = StateCache(profile, task_state=bool(self.task_sizes), cameras=cameras)
+        self._subs = self.cache.subscribe(transport, SENSOR_QOS)
+        self.commander: Commander | None = None
+        self._action_pub: Any = None
+        if command == "equilibrium_pose":
+            self.commander = Commander(
+                transport,
+                profile,
+                max_dpos=max_dpos,
+                max_drot=max_drot,
+                workspace_low=workspace_low,
+                workspace_high=workspace_high,
+                stiffness=stiffness,
+            )
+        else:
+            self._action_pub = transport.publisher(profile.action, m.Float64MultiArray)
+        self.watchdog = StateWatchdog(
+            self.cache,
+            state_timeout_s,
+            on_hold=self._on_hold,
+            on_resume=self._on_resume,
+            status=transport if command == "equilibrium_pose" else None,
+        )
+        self._reset_pub = transport.publisher(profile.reset, m.Float64MultiArray)
+        self._episode_lock = threading.Condition()
+        self._episode: dict[str, float] | None = None
+        self._episode_received = 0.0
+        self._subs.append(
+            transport.subscribe(profile.episode, m.Float64MultiArray, self._on_episode)
+        )
+        self._seed = -1
+        self._steps = 0
+        self._next_tick = 0.0
+        self._last_obs: dict[str, np.ndarray] | None = None
+
+        self.action_space = gym.spaces.Box(-1.0, 1.0, shape=(7,), dtype=np.float32)
+        sizes = {**ARM_OBS_SIZES, **self.task_sizes}
+        if not profile.ee_twist:
+            sizes.pop("ee_twist")  # franka_ros2 publishes no measured twist
+        spaces: dict[str, gym.Space] = {
+            f"state/{k}": gym.spaces.Box(-np.inf, np.inf, shape=(n,), dtype=np.float32)
+            for k, n in sizes.items()
+        }
+        for cam in cameras:
+            spaces[f"images/{cam}"] = gym.spaces.Box(0, 255, (*image_size, 3), dtype=np.uint8)
+        self.observation_space = gym.spaces.Dict(spaces)
+        self.holds = 0  # steps refused by the watchdog
+        self.refused_last = False
+
+    # ------------------------------------------------------------------ callbacks
+    def _on_episode(self, msg: m.Float64MultiArray) -> None:
+        if len(msg.data) != len(EPISODE_FIELDS):
+            return
+        with self._episode_lock:
+            self._episode = dict(zip(EPISODE_FIELDS, msg.data, strict=True))
+            self._episode_received = time.monotonic()
+            self._episode_lock.notify_all()
+
+    def _on_hold(self, reason: str) -> None:
+        if self.commander is not None:
+            self.commander.hold()
+
+    def _on_resume(self) -> None:
+        if self.commander is not None:
+            self.commander.resync()
+
+    # ------------------------------------------------------------------ state
+    def _fresh_obs(self) -> dict[str, np.ndarray] | None:
+        latest = self.cache.latest()
+        if latest is None:
+            return None
+        obs, _age = latest
+        return {k: obs[k] for k in self.observation_space.spaces if k in obs}
+
+    def _wait_state(self, after: float) -> dict[str, np.ndarray]:
+        """Newest state once every topic has a sample received after ``after`` (monotonic)."""
+        deadline = time.monotonic() + self.reset_timeout_s
+        while time.monotonic() < deadline:
+            ages = self.cache.ages()
+            now = time.monotonic()
+            if all(a is not None and now - a > after for a in ages.values()):
+                obs = self._fresh_obs()
+                if obs is not None and len(obs) == len(self.observation_space.spaces):
+                    return obs
+            time.sleep(0.002)
+        raise RobotEnvError(
+            f"no fresh state within {self.reset_timeout_s} s: {self.watchdog.check() or 'ok'};"
+            f" missing observation keys: {self._missing_keys()}"
+        )
+
+    def _missing_keys(self) -> list[str]:
+        latest = self.cache.latest()
+        have = set(latest[0]) if latest else set()
+        return sorted(set(self.observation_space.spaces) - have)
+
+    # ------------------------------------------------------------------ gym API
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        super().reset(seed=seed)
+        self._seed = int(seed) if seed is not None else int(self.np_random.integers(2**31))
+        deadline = time.monotonic() + self.reset_timeout_s
+        acked = False
+        while not acked and time.monotonic() < deadline:
+            if self._reset_pub.matched_count() == 0:  # nobody listens (yet): wait
+                time.sleep(0.01)
+                continue
+            sent = time.monotonic()
+            self._reset_pub.publish(m.Float64MultiArray(data=[float(self._seed)]))
+            with self._episode_lock:
+                acked = self._episode_lock.wait_for(
+                    lambda s=sent: (
+                        self._episode_received > s
+                        and self._episode is not None
+                        and int(self._episode["seed"]) == self._seed
+                    ),
+                    timeout=min(1.0, max(0.0, deadline - time.monotonic())),
+                )
+        if not acked:
+            raise RobotEnvError(
+                f"no episode message for seed {self._seed} on {self.profile.episode} within "
+                f"{self.reset_timeout_s} s after {self.profile.reset}: is the robot running?"
+            )
+        obs = self._wait_state(after=time.monotonic() - 0.0)
+        if self.commander is not None:
+            self.commander.resync()
+        self._steps = 0
+        self._next_tick = time.monotonic() + self.period
+        self._last_obs = obs
+        return obs, {"success": False, "intervention": False}
+
+    def step(
+        self, action: np.ndarray
+    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        a = np.asarray(action, dtype=float).reshape(-1)
+        if a.shape != (7,):
+            raise ValueError(f"action must have shape (7,), got {np.shape(action)}")
+        flags: dict[str, bool] = {}
+        reason = self.watchdog.check() if not self.watchdog.held else self.watchdog.reason
+        refused = bool(reason)
+        if not refused:
+            obs_now = self._fresh_obs()
+            if obs_now is None:
+                refused, reason = True, "no state"
+            elif self.commander is not None:
+                flags = self.commander.apply(a, obs_now["state/ee_pos"], obs_now["state/ee_quat"])
+            else:
+                self._action_pub.publish(m.Float64MultiArray(data=[float(x) for x in a]))
+        if refused:
+            self.holds += 1
+        self.refused_last = refused
+        # pace to the control rate; a late step starts the next period now
+        delay = self._next_tick - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        self._next_tick = max(self._next_tick + self.period, time.monotonic())
+        obs = self._fresh_obs()
+        if obs is None or len(obs) != len(self.observation_space.spaces):
+            obs = self._last_obs if self._last_obs is not None else {}
+        self._last_obs = obs
+        self._steps += 1
+        with self._episode_lock:
+            ep = dict(self._episode) if self._episode is not None else None
+        success = bool(ep is not None and int(ep["seed"]) == self._seed and ep["success"])
+        reward = float(ep["reward"]) if ep is not None and int(ep["seed"]) == self._seed else 0.0
+        terminated = bool(success and self.terminate_on_success)
+        truncated = self._steps >= self.max_episode_steps
+        info = {
+            "success": success,
+            "intervention": False,
+            "safety": flags,
+            "hold": refused,
+            "hold_reason": reason,
+        }
+        return obs, reward, terminated, truncated, info
+
+    def close(self) -> None:
+        self.watchdog.close()
+        for sub in self._subs:
+            sub.close()
+
+
+def task_sizes(task: str) -> dict[str, int]:
+    """Task observation sizes of a sim task (``{"cube_pos": 3, ...}``), without building an env."""
+    from sim.registry import _task
+
+    return dict(_task(task).observation_sizes())
+
+
+__all__ = ["ARM_KEYS", "ARM_OBS_SIZES", "RobotEnvError", "RosRobotEnv", "task_sizes"]

@@ -1,0 +1,299 @@
+"""``robotrl-sim-robot``: the MuJoCo Panda served over the robot's ROS 2 topics.
+
+It speaks a topic profile (``sim`` = franka_ros2 names, see ``hardware/ros2/topics.py``), so the
+bridge, policy, teleop and recorder nodes run against it exactly as against the arm.
+
+Real time (default, ``lockstep: false``): physics advances with the wall clock (500 Hz ticks,
+catching up after a late loop), the Cartesian impedance controller tracks the newest
+``equilibrium_pose`` (PoseStamped, TCP in base frame), the fingers the newest
+``gripper_command`` (``[width m]``, total opening) and ``impedance_params`` (6 stiffnesses
+[N/m x3, Nm/rad x3], optional 6 damping ratios, ignored) set the gains. State goes out at
+``state_hz`` stamped with the wall clock: ``joint_states`` (arm + fingers), gripper joint
+states, EE pose, external wrench, EE twist and the task state (a stand-in for perception).
+A ``reset`` ``[seed]`` message resets the episode with that seed (a human or a reset routine on
+a real arm) and holds the arm at the new TCP pose until the next command. Every control period
+(``control_hz``) the node publishes the ``episode`` message (seed, steps since reset, the task's
+reward and success, the truncation flag at the task's horizon): the task oracle a real robot does
+not have.
+
+Lockstep (``lockstep: true``): the env is stepped once per normalised ``action`` message (as
+``sim/env.py`` steps it, safety filter included) and its state and ``episode`` are published
+right after, stamped ``n / control_hz`` (deterministic; for data collection and tests).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import mujoco
+import numpy as np
+
+from controllers.rotations import quat_to_mat
+from hardware.ros2 import messages as m
+from hardware.ros2.config import SimRobotConfig
+from hardware.ros2.observation import state_messages
+from hardware.ros2.transport import DEFAULT_QOS, LATCHED_QOS, Transport
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SimRobotStats:
+    """What the node did (printed as JSON on exit)."""
+
+    resets: int = 0
+    commands: int = 0
+    state_msgs: int = 0
+    physics_ticks: int = 0
+    late_ticks: int = 0
+    stopped_by: str = ""
+
+
+class SimRobotNode:
+    """The sim robot on ``transport`` (see the module docstring).
+
+    Args:
+        cfg: node configuration (task, controller, rates, lockstep).
+        transport: a :class:`hardware.ros2.transport.Transport`.
+        max_episode_steps: truncation horizon of the ``episode`` message; default the task's.
+    """
+
+    def __init__(
+        self, cfg: SimRobotConfig, transport: Transport, max_episode_steps: int | None = None
+    ) -> None:
+        import sim
+
+        self.cfg = cfg
+        self.profile = cfg.topic_profile()
+        self.env = sim.make(
+            cfg.task,
+            controller=cfg.controller,
+            control_hz=cfg.control_hz,
+            max_dpos=cfg.max_dpos,
+            max_drot=cfg.max_drot,
+            max_episode_steps=max_episode_steps,
+        )
+        self.task_keys = list(self.env.task.observation_sizes())
+        self.stats = SimRobotStats()
+        self._transport = transport
+        self._pubs: dict[str, Any] = {}
+        self._episode = transport.publisher(self.profile.episode, m.Float64MultiArray)
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._inbox: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self._seed = cfg.seed
+        self._step = 0
+        self._n = 0  # lockstep: published steps
+        p = self.profile
+        transport.subscribe(p.reset, m.Float64MultiArray, lambda msg: self._inbox.put(("r", msg)))
+        if cfg.lockstep:
+            transport.subscribe(
+                p.action, m.Float64MultiArray, lambda msg: self._inbox.put(("a", msg))
+            )
+        else:
+            if not p.equilibrium_pose:
+                raise ValueError(f"profile {p.name!r} has no equilibrium_pose topic")
+            self._target: tuple[np.ndarray, np.ndarray] | None = None
+            self._width: float | None = None
+            self._stiffness: np.ndarray | None = None
+            transport.subscribe(p.equilibrium_pose, m.PoseStamped, self._on_pose, DEFAULT_QOS)
+            if p.gripper_command:
+                transport.subscribe(p.gripper_command, m.Float64MultiArray, self._on_gripper)
+            if p.impedance_params:
+                transport.subscribe(
+                    p.impedance_params, m.Float64MultiArray, self._on_impedance, LATCHED_QOS
+                )
+
+    # ------------------------------------------------------------------ command callbacks
+    def _on_pose(self, msg: m.PoseStamped) -> None:
+        p, q = msg.pose.position, msg.pose.orientation
+        pos = np.array([p.x, p.y, p.z])
+        quat = np.array([q.w, q.x, q.y, q.z])
+        norm = float(np.linalg.norm(quat))
+        if not (np.isfinite(pos).all() and np.isfinite(quat).all() and norm > 0.5):
+            log.warning("ignoring a non-finite or non-unit equilibrium pose")
+            return
+        with self._lock:
+            self._target = (pos, quat_to_mat(quat / norm))
+            self.stats.commands += 1
+
+    def _on_gripper(self, msg: m.Float64MultiArray) -> None:
+        if len(msg.data) >= 1 and np.isfinite(msg.data[0]):
+            with self._lock:
+                self._width = float(msg.data[0])
+
+    def _on_impedance(self, msg: m.Float64MultiArray) -> None:
+        k = np.asarray(msg.data[:6], dtype=float)
+        if k.shape == (6,) and np.isfinite(k).all() and (k > 0).all():
+            with self._lock:
+                self._stiffness = k
+
+    # ------------------------------------------------------------------ publishing
+    def _publish_state(self, obs: dict[str, np.ndarray], t_ns: int) -> None:
+        for topic, msg in state_messages(obs, t_ns, self.profile, task_keys=self.task_keys).items():
+            if topic not in self._pubs:
+                self._pubs[topic] = self._transport.publisher(topic, type(msg))
+            self._pubs[topic].publish(msg)
+        self.stats.state_msgs += 1
+
+    def _publish_episode(
+        self, t_ns: int, reward: float, success: bool, term: bool, trunc: bool
+    ) -> None:
+        sec, nsec = divmod(t_ns, 1_000_000_000)
+        data = [self._seed, self._step, reward, success, term, trunc, sec, nsec]
+        self._episode.publish(m.Float64MultiArray(data=[float(x) for x in data]))
+
+    def _reset(self, seed: int, t_ns: int) -> dict[str, np.ndarray]:
+        self._seed, self._step = seed, 0
+        obs, _ = self.env.reset(seed=seed)
+        self.stats.resets += 1
+        self._publish_state(obs, t_ns)
+        self._publish_episode(t_ns, 0.0, False, False, False)
+        return obs
+
+    # ------------------------------------------------------------------ loops
+    def stop(self) -> None:
+        """Ask :meth:`run` to return."""
+        self._stop.set()
+        self._inbox.put(("stop", None))
+
+    def run(self, duration_s: float | None = None) -> SimRobotStats:
+        """Serve until :meth:`stop` (or ``duration_s``)."""
+        if self.cfg.lockstep:
+            self._run_lockstep(duration_s)
+        else:
+            self._run_realtime(duration_s)
+        self.stats.stopped_by = self.stats.stopped_by or "stopped"
+        return self.stats
+
+    def _run_lockstep(self, duration_s: float | None) -> None:
+        period_ns = round(1e9 / self.cfg.control_hz)
+        end = None if duration_s is None else time.monotonic() + duration_s
+        while not self._stop.is_set():
+            try:
+                kind, msg = self._inbox.get(timeout=0.1)
+            except queue.Empty:
+                if end is not None and time.monotonic() > end:
+                    return
+                continue
+            if kind == "stop":
+                return
+            self._n += 1
+            t = self._n * period_ns
+            if kind == "r":
+                self._reset(int(msg.data[0]), t)
+                continue
+            obs, reward, term, trunc, info = self.env.step(np.asarray(msg.data, dtype=float))
+            self._step += 1
+            self._publish_state(obs, t)
+            self._publish_episode(t, float(reward), bool(info["success"]), term, trunc)
+
+    def _run_realtime(self, duration_s: float | None) -> None:
+        env, cfg = self.env, self.cfg
+        dt = float(env.model.opt.timestep)
+        native = env.controller_name == "native"
+        state_period = 1.0 / cfg.state_hz
+        control_period = 1.0 / cfg.control_hz
+        self._reset(cfg.seed, time.time_ns())
+        t_phys = time.monotonic()  # wall time the physics has reached
+        next_state = next_control = t_phys
+        end = None if duration_s is None else t_phys + duration_s
+        hold = (env.state.ee_pos.copy(), env.state.ee_rot.copy())
+        env.controller.set_target(*hold)
+        while not self._stop.is_set():
+            now = time.monotonic()
+            if end is not None and now > end:
+                return
+            try:
+                while True:
+                    kind, msg = self._inbox.get_nowait()
+                    if kind == "r":
+                        with self._lock:
+                            self._target, self._width = None, None
+                        self._reset(int(msg.data[0]), time.time_ns())
+                        hold = (env.state.ee_pos.copy(), env.state.ee_rot.copy())
+                        env.controller.set_target(*hold)
+                        t_phys = next_state = next_control = time.monotonic()
+            except queue.Empty:
+                pass
+            with self._lock:
+                target, width, stiffness = self._target, self._width, self._stiffness
+                self._stiffness = None
+            if target is not None:
+                env.controller.set_target(*target)
+            if width is not None:
+                env.data.ctrl[env._gripper_act] = 0.5 * width  # each finger travels half
+            if stiffness is not None:
+                env.controller.set_stiffness(stiffness)
+            ticks = int((now - t_phys) / dt)
+            if ticks > 0:
+                if ticks > 5:  # more than 10 ms behind: note it, do not try to catch up
+                    self.stats.late_ticks += ticks - 5
+                    t_phys += (ticks - 5) * dt
+                    ticks = 5
+                if native:
+                    mujoco.mj_step(env.model, env.data, nstep=ticks)
+                else:
+                    self._numpy_ticks(ticks)
+                t_phys += ticks * dt
+                self.stats.physics_ticks += ticks
+                mujoco.mj_forward(env.model, env.data)
+                env._read_state()
+            if now >= next_state:
+                next_state = max(next_state + state_period, now)
+                self._publish_state(env._observe(), time.time_ns())
+            if now >= next_control:
+                next_control = max(next_control + control_period, now)
+                self._step += 1
+                success = bool(env.task.success(env.data))
+                reward = float(success)
+                trunc = self._step >= env.max_episode_steps
+                self._publish_episode(time.time_ns(), reward, success, success, trunc)
+            wake = min(next_state, next_control, t_phys + dt)
+            time.sleep(max(0.0, wake - time.monotonic()))
+
+    def _numpy_ticks(self, ticks: int) -> None:
+        """Physics ticks with the numpy controller and the torque stage of the safety filter."""
+        env = self.env
+        for _ in range(ticks):
+            mujoco.mj_step1(env.model, env.data)
+            s = env._read_state()
+            tau = env.safety.filter_torque(env.controller.compute(s), s.q, s.dq)
+            env.data.ctrl[env._torque_act] = tau
+            mujoco.mj_step2(env.model, env.data)
+
+    def close(self) -> None:
+        self.stop()
+        self.env.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console script ``robotrl-sim-robot`` (ROS 2 style arguments: ``--ros-args -p key:=v``)."""
+    from hardware.ros2.transport import make_transport
+
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    cfg, name = SimRobotConfig.from_args(sys.argv[1:] if argv is None else argv)
+    domain = None if cfg.domain_id < 0 else cfg.domain_id
+    with make_transport(domain_id=domain, node_name=name) as transport:
+        node = SimRobotNode(cfg, transport)
+        signal.signal(signal.SIGTERM, lambda *_: node.stop())
+        try:
+            stats = node.run()
+        except KeyboardInterrupt:
+            stats = node.stats
+            stats.stopped_by = "interrupt"
+    print(json.dumps({"node": name, **stats.__dict__}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
