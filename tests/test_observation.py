@@ -75,3 +75,15 @@ def test_image_conversion_and_encoding_check():
     msg.encoding = "bgr8"
     with pytest.raises(StateError, match="rgb8"):
         image_obs(msg, "front")
+
+
+def test_consumed_stamps_are_dropped_and_history_is_bounded():
+    cache = StateCache(SIM, history=3)
+    env = sim.make("reach")
+    obs, _ = env.reset(seed=0)
+    for t in range(1, 6):
+        for topic, msg in state_messages(obs, t, SIM).items():
+            cache.put(topic, msg)
+    assert cache.at(2) is None and cache.at(3) is not None  # only the newest 3 stamps kept
+    cache.drop_before(5)
+    assert cache.at(4) is None and cache.at(5) is not None

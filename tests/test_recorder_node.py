@@ -208,7 +208,7 @@ def test_incomplete_episodes_are_discarded_with_the_reason(tmp_path):
     assert rec.stats.recorded == 0
     assert rec.stats.discarded == 3
     assert "reset (seed 1) before episode end" in rec.stats.reasons[0]
-    assert "state of step 1 incomplete" in rec.stats.reasons[1]
+    assert "state of step 1 of seed 1 incomplete" in rec.stats.reasons[1]
     assert rec.stats.reasons[2] == "no action for step 0 of seed 2"
     rec.close()
     assert not (tmp_path / "r.zarr").exists()  # nothing half-written, not even an empty store

@@ -32,7 +32,19 @@ import numpy as np
 
 from hardware.ros2.topics import TopicProfile, task_state_names, task_state_sizes
 
+READER_DEPTH = 1000  # DDS reader history: a busy moment must not overwrite unread samples
 ARM_KEYS = ("joint_pos", "joint_vel", "ee_pos", "ee_quat", "ee_twist", "wrench", "gripper")
+
+
+def deep_reader_qos(transport: Any) -> Any:
+    """Reliable reader QoS with a :data:`READER_DEPTH` history for the robotrl transports
+    (None, the transport's default, for others such as test doubles). Recorders and lockstep
+    operators read every sample; keep-last 10 would drop some while their thread is busy."""
+    if type(transport).__module__ != "hardware.ros2.transport":
+        return None
+    from hardware.ros2.transport import QoS
+
+    return QoS(reliable=True, depth=READER_DEPTH)
 
 
 class StateError(ValueError):
@@ -322,6 +334,13 @@ class StateCache:
         with self._lock:
             newest = {t: next(reversed(s.values()), None) for t, s in self._samples.items()}
         return {t: None if n is None else (now - n[0]) / 1e9 for t, n in newest.items()}
+
+    def drop_before(self, t_ns: int) -> None:
+        """Forget samples stamped before ``t_ns`` (a reader that consumed them)."""
+        with self._lock:
+            for samples in self._samples.values():
+                while samples and next(iter(samples)) < t_ns:
+                    samples.popitem(last=False)
 
     def missing(self) -> list[str]:
         """Topics that have not published yet."""

@@ -35,10 +35,14 @@ from typing import Any
 import numpy as np
 
 from hardware.ros2.config import RecorderConfig
-from hardware.ros2.observation import StateCache
+from hardware.ros2.observation import StateCache, deep_reader_qos
 from hardware.ros2.topics import EPISODE_FIELDS, parse_action_tag
 
 log = logging.getLogger(__name__)
+
+# Samples kept per state topic until consumed. A lockstep sim can run many times faster than
+# the recorder commits episodes; consumed stamps are dropped, so this only bounds a stall.
+HISTORY = 20_000
 
 
 @dataclass
@@ -74,21 +78,29 @@ class RecorderNode:
         self.topics = cfg.topic_profile()
         self.stats = RecorderStats()
         self.cache = StateCache(
-            self.topics, task_state=cfg.task_state, cameras=cfg.cameras, history=256
+            self.topics, task_state=cfg.task_state, cameras=cfg.cameras, history=HISTORY
         )
-        self.cache.subscribe(transport)
+        qos = deep_reader_qos(transport)
+        self.cache.subscribe(transport, qos)
         self._episodes: queue.Queue[tuple[dict[str, float], int]] = queue.Queue()
         self._lock = threading.Lock()
         self._tagged: dict[tuple[int, int], tuple[np.ndarray, bool]] = {}
         self._untagged: list[tuple[int, np.ndarray]] = []  # (receive ns, action)
         self._flags: list[tuple[int, bool]] = []  # (receive ns, intervention)
         self._seen_tags = False
+        self._dropping: int | None = None
         self._stop = threading.Event()
         self._store: Any = None
         self._steps: list[_Step] = []
-        transport.subscribe(self.topics.episode, m.Float64MultiArray, self._on_episode)
-        transport.subscribe(self.topics.action, m.Float64MultiArray, self._on_action)
-        transport.subscribe(self.topics.intervention, m.Bool, self._on_flag)
+        for topic, cls, cb in (
+            (self.topics.episode, m.Float64MultiArray, self._on_episode),
+            (self.topics.action, m.Float64MultiArray, self._on_action),
+            (self.topics.intervention, m.Bool, self._on_flag),
+        ):
+            if qos is None:
+                transport.subscribe(topic, cls, cb)
+            else:
+                transport.subscribe(topic, cls, cb, qos)
 
     # ------------------------------------------------------------------ callbacks
     def _on_episode(self, msg: Any) -> None:
@@ -135,12 +147,13 @@ class RecorderNode:
             self._store = None
 
     # ------------------------------------------------------------------ grid
-    def _discard(self, reason: str) -> None:
-        if self._steps:
-            self.stats.discarded += 1
-            self.stats.reasons.append(reason)
-            log.warning("recorder: episode discarded: %s", reason)
+    def _discard(self, reason: str, seed: int | None = None) -> None:
+        """Count one dropped episode; its later steps (``seed``) are ignored silently."""
+        self.stats.discarded += 1
+        self.stats.reasons.append(reason)
+        log.warning("recorder: episode discarded: %s", reason)
         self._steps = []
+        self._dropping = seed
 
     def _action_for(
         self, seed: int, step: int, since_ns: int, until_ns: int
@@ -165,18 +178,22 @@ class RecorderNode:
     def handle(self, ep: dict[str, float], received: int) -> None:
         """Process one ``episode`` message (called in order by :meth:`run`)."""
         stamp = int(ep["stamp_sec"]) * 1_000_000_000 + int(ep["stamp_nanosec"])
-        step = int(ep["step"])
+        step, seed = int(ep["step"]), int(ep["seed"])
         if step == 0:
             if self._steps:
-                self._discard(f"reset (seed {int(ep['seed'])}) before episode end")
-            self._steps = []
+                self._discard(f"reset (seed {seed}) before episode end")
+            self._steps, self._dropping = [], None
+        elif self._dropping == seed:
+            return
         elif not self._steps or int(self._steps[-1].ep["step"]) != step - 1:
-            self._discard(f"step {step} of seed {int(ep['seed'])} without its predecessor")
+            self._discard(f"step {step} of seed {seed} without its predecessor", seed)
             return
         obs = self.cache.wait_at(stamp, self.cfg.state_timeout_s)
         if obs is None:
-            self._discard(f"state of step {step} incomplete: {self.cache.missing() or 'stamp'}")
+            missing = self.cache.missing() or "stamp"
+            self._discard(f"state of step {step} of seed {seed} incomplete: {missing}", seed)
             return
+        self.cache.drop_before(stamp)  # consumed: memory stays bounded by how far we lag
         self._steps.append(_Step(stamp, obs, ep, received))
         if step > 0 and (ep["terminated"] or ep["truncated"]):
             self._commit()

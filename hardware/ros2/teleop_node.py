@@ -36,7 +36,7 @@ import numpy as np
 
 from hardware.devices import ExpertDevice, TeleopCommand, TeleopDevice, make_device
 from hardware.ros2.config import TeleopNodeConfig
-from hardware.ros2.observation import StateCache
+from hardware.ros2.observation import StateCache, deep_reader_qos
 from hardware.ros2.topics import EPISODE_FIELDS, action_tag
 
 EPISODE_WAIT_S = 10.0  # lockstep: a sim that answers no reset/action within this is gone
@@ -49,6 +49,7 @@ class TeleopStats:
     skipped_stale: int = 0
     episodes: int = 0
     stopped_by: str = "done"
+    wall_s: float = 0.0  # lockstep: from the first reset to the end of the last episode
 
 
 def make_node_device(cfg: TeleopNodeConfig) -> TeleopDevice:
@@ -97,13 +98,17 @@ class TeleopNode:
         )
         self.cache: StateCache | None = None
         if isinstance(self.device, ExpertDevice):
-            self.cache = StateCache(t, task_state=True, history=16)
-            self.cache.subscribe(transport)
+            self.cache = StateCache(t, task_state=True, history=256)
+            self.cache.subscribe(transport, deep_reader_qos(transport) if cfg.lockstep else None)
         self._stop = threading.Event()
         self._episodes: queue.Queue[dict[str, float]] = queue.Queue()
         if cfg.lockstep:
             self._reset = transport.publisher(t.reset, m.Float64MultiArray)
-            transport.subscribe(t.episode, m.Float64MultiArray, self._on_episode)
+            qos = deep_reader_qos(transport)
+            if qos is None:
+                transport.subscribe(t.episode, m.Float64MultiArray, self._on_episode)
+            else:
+                transport.subscribe(t.episode, m.Float64MultiArray, self._on_episode, qos)
 
     def stop(self) -> None:
         """Ask :meth:`run` to return after the current tick."""
@@ -206,6 +211,7 @@ class TeleopNode:
             raise ValueError(f"lockstep teleop drives the expert device, got {self.cfg.device!r}")
         assert self.cache is not None
         self._wait_for_readers()
+        start = time.monotonic()
         with self.device:
             for k in range(self.cfg.episodes):
                 if self._stop.is_set():
@@ -214,6 +220,7 @@ class TeleopNode:
                 seed = self.cfg.seed + k
                 self._run_episode(seed)
                 self.stats.episodes += 1
+        self.stats.wall_s = round(time.monotonic() - start, 3)
         return self.stats
 
     def _run_episode(self, seed: int) -> None:
