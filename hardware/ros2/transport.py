@@ -293,6 +293,8 @@ class CycloneTransport:
             for msg in reader.take(N=64):
                 if holder and holder[0].closed:
                     return
+                if not isinstance(msg, msg_type):  # InvalidSample: a writer left, no data
+                    continue
                 try:
                     callback(msg)
                 except Exception:  # a bad callback must not kill the receive thread
