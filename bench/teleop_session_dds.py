@@ -2,9 +2,9 @@
 
 Runs ``robotrl collect device=expert`` (the in-process baseline) and the same session over
 Cyclone DDS on loopback: ``robotrl-teleop-node`` (expert, lockstep) and
-``robotrl-recorder-node`` as separate processes, the sim robot either as a lockstep sim in this
-process (``--sim thread``, tests/ros2_fakes.py) or as ``robotrl-sim-robot lockstep:=true``
-(``--sim node``). Prints one JSON line: steps, differences between the stores (``diff_stores``:
+``robotrl-recorder-node`` as separate processes, and the sim robot as a third process,
+``robotrl-sim-robot lockstep:=true`` (``--sim node``, default) or as the test helper's lockstep
+sim in this process (``--sim thread``, tests/ros2_fakes.py). Prints one JSON line: steps, differences between the stores (``diff_stores``:
 every array and outcome bit for bit, wall-clock fields aside), wall times, and the DDS
 session's speed as a ratio of the in-process one.
 
@@ -38,7 +38,7 @@ def main() -> None:
     ap.add_argument("--task", default="lift")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--noise", type=float, default=0.3)
-    ap.add_argument("--sim", choices=("thread", "node"), default="thread")
+    ap.add_argument("--sim", choices=("node", "thread"), default="node")
     ap.add_argument("--out", default="", help="keep the stores here (default: a temp dir)")
     args = ap.parse_args()
 

@@ -13,6 +13,7 @@ widen exactly) and the lockstep sim steps with exactly the actions the expert pr
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import threading
@@ -212,3 +213,76 @@ def test_incomplete_episodes_are_discarded_with_the_reason(tmp_path):
     assert rec.stats.reasons[2] == "no action for step 0 of seed 2"
     rec.close()
     assert not (tmp_path / "r.zarr").exists()  # nothing half-written, not even an empty store
+
+
+@pytest.mark.ros2
+@pytest.mark.slow
+def test_console_script_processes_over_dds_record_the_in_process_session(tmp_path):
+    """robotrl-sim-robot (lockstep), robotrl-teleop-node and robotrl-recorder-node as three
+    processes on loopback DDS."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("cyclonedds", reason="cyclonedds is in the 'ros2' extra")
+    from hardware.ros2.transport import loopback_config
+
+    env = {**os.environ, "ROS_DOMAIN_ID": str(random.randint(1, 230))}
+    env.setdefault("CYCLONEDDS_URI", loopback_config())
+    bindir = os.path.dirname(sys.executable)
+    p = "-p"
+    base = ["--ros-args", p, "profile:=sim", p, f"task:={TASK}"]
+    sim_robot = subprocess.Popen(
+        [f"{bindir}/robotrl-sim-robot", *base, p, "lockstep:=true"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+    )
+    recorder = subprocess.Popen(
+        [
+            f"{bindir}/robotrl-recorder-node",
+            *base,
+            p,
+            f"out:={tmp_path / 'ros.zarr'}",
+            p,
+            "operator:=op",
+            p,
+            "task_state:=true",
+            p,
+            f"episodes:={EPISODES}",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        teleop = subprocess.run(
+            [
+                f"{bindir}/robotrl-teleop-node",
+                *base,
+                p,
+                "device:=expert",
+                p,
+                "lockstep:=true",
+                p,
+                f"episodes:={EPISODES}",
+                p,
+                f"seed:={SEED}",
+                p,
+                f"expert_noise:={NOISE}",
+                p,
+                "wait_subscribers:=2",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert teleop.returncode == 0, teleop.stderr[-2000:]
+        out, _ = recorder.communicate(timeout=60)
+    finally:
+        for proc in (sim_robot, recorder):
+            proc.terminate()
+            proc.wait(timeout=30)
+    stats = json.loads(out.strip().splitlines()[-1])
+    assert (stats["recorded"], stats["discarded"]) == (EPISODES, 0)
+    ref = _in_process(str(tmp_path / "in_process.zarr"))
+    assert diff_stores(ref, EpisodeStore.open(tmp_path / "ros.zarr")) == []
