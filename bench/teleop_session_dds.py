@@ -4,9 +4,10 @@ Runs ``robotrl collect device=expert`` (the in-process baseline) and the same se
 Cyclone DDS on loopback: ``robotrl-teleop-node`` (expert, lockstep) and
 ``robotrl-recorder-node`` as separate processes, and the sim robot as a third process,
 ``robotrl-sim-robot lockstep:=true`` (``--sim node``, default) or as the test helper's lockstep
-sim in this process (``--sim thread``, tests/ros2_fakes.py). Prints one JSON line: steps, differences between the stores (``diff_stores``:
-every array and outcome bit for bit, wall-clock fields aside), wall times, and the DDS
-session's speed as a ratio of the in-process one.
+sim in this process (``--sim thread``, tests/ros2_fakes.py). Prints one JSON line: steps,
+differences between the stores (``diff_stores``: every array and outcome bit for bit,
+wall-clock fields aside), wall times, and the DDS session's speed as a ratio of the
+in-process one.
 
     OMP_NUM_THREADS=1 python bench/teleop_session_dds.py --episodes 10 --task lift
 """
