@@ -27,6 +27,7 @@ FINGER_JOINTS = (9, 10)
 HAND_LINK = 8
 ALL_DOFS = (*ARM_JOINTS, *FINGER_JOINTS)  # the URDF's movable joints, in inverse-dynamics order
 FINGER_FORCE = 0.5 * panda.GRASP_FORCE  # per finger [N]: the two squeeze with GRASP_FORCE
+FINGER_GEAR_FORCE = 200.0  # [N] bound of the constraint coupling the two fingers
 FINGER_FRICTION = 1.5  # lateral friction of the finger pads (as our MJCF pads)
 # PyBullet adds no joint damping and no rotor inertia; a little viscous damping [Nm s/rad]
 # stands in for the real drives' friction (MuJoCo's arm has damping 0.1 + armature 0.1).
@@ -58,6 +59,16 @@ class PyBulletPanda:
                 self.body, j, jointDamping=JOINT_DAMPING, linearDamping=0.0,
                 angularDamping=0.0, physicsClientId=client,
             )  # fmt: skip
+        # The two finger joints are independent in the URDF: under equal and opposite servo
+        # forces a held object and both fingers slide sideways together. A gear constraint
+        # makes them mirror each other, as the real gripper's mechanism (and our MJCF) does.
+        gear = pb.createConstraint(
+            self.body, FINGER_JOINTS[0], self.body, FINGER_JOINTS[1], pb.JOINT_GEAR,
+            [1, 0, 0], [0, 0, 0], [0, 0, 0], physicsClientId=client,
+        )  # fmt: skip
+        pb.changeConstraint(
+            gear, gearRatio=-1, erp=0.1, maxForce=FINGER_GEAR_FORCE, physicsClientId=client
+        )
         self.chain: SerialChain = panda_chain()
         self._zeros9 = [0.0] * len(ALL_DOFS)
         self._finger_target = panda.FINGER_TRAVEL
