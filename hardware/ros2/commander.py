@@ -214,8 +214,8 @@ class StateWatchdog:
         missing = [t for t, a in ages.items() if a is None]
         if missing:
             return f"no state received yet on {missing}"
-        topic, age = max(ages.items(), key=lambda kv: kv[1] or 0.0)
-        assert age is not None
+        topic, oldest = max(ages.items(), key=lambda kv: kv[1] or 0.0)
+        age = oldest or 0.0
         if age > self.timeout_s:
             return f"{topic} {age * 1e3:.0f} ms old > {self.timeout_s * 1e3:.0f} ms bound"
         return ""

@@ -205,7 +205,8 @@ class SimRobotNode:
         control_period = 1.0 / cfg.control_hz
         self._reset(cfg.seed, time.time_ns())
         t_phys = time.monotonic()  # wall time the physics has reached
-        next_state = next_control = t_phys
+        next_state = t_phys
+        next_control = t_phys + control_period  # step 1 a full period after the reset
         end = None if duration_s is None else t_phys + duration_s
         hold = (env.state.ee_pos.copy(), env.state.ee_rot.copy())
         env.controller.set_target(*hold)
@@ -222,7 +223,8 @@ class SimRobotNode:
                         self._reset(int(msg.data[0]), time.time_ns())
                         hold = (env.state.ee_pos.copy(), env.state.ee_rot.copy())
                         env.controller.set_target(*hold)
-                        t_phys = next_state = next_control = time.monotonic()
+                        t_phys = next_state = time.monotonic()
+                        next_control = t_phys + control_period
             except queue.Empty:
                 pass
             with self._lock:

@@ -1,0 +1,133 @@
+"""Sim robot node: lockstep steps equal the in-process env bit for bit; in real time it publishes
+state at its rate, tracks equilibrium pose / gripper / stiffness commands and resets by seed."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("cyclonedds", reason="cyclonedds is in the 'ros2' extra")
+
+from ros2_fakes import FakeTransport
+
+import sim
+from hardware.ros2 import messages as m
+from hardware.ros2.config import SimRobotConfig
+from hardware.ros2.observation import StateCache
+from hardware.ros2.sim_robot_node import SimRobotNode
+from hardware.ros2.topics import EPISODE_FIELDS, SIM, task_state_sizes
+
+
+def _start(node: SimRobotNode) -> threading.Thread:
+    thread = threading.Thread(target=node.run, daemon=True)
+    thread.start()
+    return thread
+
+
+def _wait(pred, timeout: float = 5.0) -> None:
+    end = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > end:
+            raise AssertionError("condition not reached")
+        time.sleep(0.005)
+
+
+def _episodes(bus: FakeTransport) -> list[dict[str, float]]:
+    return [dict(zip(EPISODE_FIELDS, e.data, strict=True)) for e in bus.sent[SIM.episode]]
+
+
+def test_lockstep_equals_the_in_process_env() -> None:
+    bus = FakeTransport()
+    node = SimRobotNode(SimRobotConfig(profile="sim", task="lift", lockstep=True), bus)
+    cache = StateCache(SIM, task_state=True)
+    cache.subscribe(bus)
+    thread = _start(node)
+    try:
+        ref = sim.make("lift")
+        rng = np.random.default_rng(0)
+        reset = bus.publisher(SIM.reset, m.Float64MultiArray)
+        act = bus.publisher(SIM.action, m.Float64MultiArray)
+        reset.publish(m.Float64MultiArray(data=[5.0]))
+        obs, _ = ref.reset(seed=5)
+        _wait(lambda: len(bus.sent[SIM.episode]) == 1)
+        for k in range(10):
+            got = cache.at(round((k + 1) * 1e9 / 20))
+            assert got is not None
+            for key, value in obs.items():
+                np.testing.assert_array_equal(got[key], value, err_msg=key)
+            a = rng.uniform(-1, 1, 7)
+            act.publish(m.Float64MultiArray(data=[float(x) for x in a]))
+            obs, reward, *_ = ref.step(a)
+            _wait(lambda k=k: len(bus.sent[SIM.episode]) == k + 2)
+            ep = _episodes(bus)[-1]
+            assert (ep["seed"], ep["step"], ep["reward"]) == (5.0, k + 1, reward)
+        names = bus.sent[SIM.task_state][-1].name
+        assert set(task_state_sizes(list(names))) == set(ref.task.observation_sizes())
+    finally:
+        node.close()
+        thread.join(timeout=5)
+
+
+def test_realtime_rates_commands_and_reset() -> None:
+    bus = FakeTransport()
+    cfg = SimRobotConfig(profile="sim", task="reach", state_hz=200.0, control_hz=20.0, seed=3)
+    node = SimRobotNode(cfg, bus)
+    cache = StateCache(SIM)
+    cache.subscribe(bus)
+    thread = _start(node)
+    try:
+        _wait(lambda: cache.latest() is not None)
+        t0, n0 = time.monotonic(), len(bus.sent[SIM.joint_states])
+        e0 = len(bus.sent[SIM.episode])
+        time.sleep(1.0)
+        rate = (len(bus.sent[SIM.joint_states]) - n0) / (time.monotonic() - t0)
+        episode_rate = (len(bus.sent[SIM.episode]) - e0) / (time.monotonic() - t0)
+        assert 100 < rate <= 205  # 200 Hz asked; a loaded 2-core machine may drop some
+        assert 10 < episode_rate <= 21
+        ep = _episodes(bus)[-1]
+        assert ep["seed"] == 3 and ep["step"] > 10  # steps count control periods since reset
+
+        # equilibrium pose 5 cm away: the impedance controller brings the TCP there
+        obs, _ = cache.latest()
+        target = obs["state/ee_pos"].astype(float) + np.array([0.05, 0.0, -0.03])
+        q = obs["state/ee_quat"].astype(float)
+        pose = bus.publisher(SIM.equilibrium_pose, m.PoseStamped)
+        pose.publish(
+            m.PoseStamped(pose=m.Pose(m.Point(*target), m.Quaternion(q[1], q[2], q[3], q[0])))
+        )
+        bus.publisher(SIM.gripper_command, m.Float64MultiArray).publish(
+            m.Float64MultiArray(data=[0.03])
+        )
+        bus.publisher(SIM.impedance_params, m.Float64MultiArray).publish(
+            m.Float64MultiArray(data=[1500.0] * 3 + [100.0] * 3)
+        )
+        time.sleep(2.0)
+        obs, age = cache.latest()
+        assert age < 0.1
+        assert np.linalg.norm(obs["state/ee_pos"] - target) < 0.005
+        assert obs["state/gripper"][0] == pytest.approx(0.03, abs=0.003)
+        np.testing.assert_allclose(node.env.controller.stiffness, [1500.0] * 3 + [100.0] * 3)
+        assert node.stats.commands == 1
+
+        # reset: the arm is where the in-process env puts it for that seed
+        ref = sim.make("reach")
+        ref_obs, _ = ref.reset(seed=11)
+        bus.publisher(SIM.reset, m.Float64MultiArray).publish(m.Float64MultiArray(data=[11.0]))
+        _wait(lambda: _episodes(bus)[-1]["seed"] == 11)
+        first = next(e for e in _episodes(bus) if e["seed"] == 11)
+        assert first["step"] == 0
+        stamp = int(first["stamp_sec"]) * 1_000_000_000 + int(first["stamp_nanosec"])
+        joints = [j for j in bus.sent[SIM.joint_states] if m.time_ns(j.header.stamp) == stamp]
+        assert joints, "the reset state is published with the episode message's stamp"
+        np.testing.assert_allclose(joints[0].position[:7], ref_obs["state/joint_pos"], atol=1e-6)
+        # after a reset the arm holds the reset pose (old targets are dropped)
+        time.sleep(0.5)
+        obs, _ = cache.latest()
+        assert np.linalg.norm(obs["state/ee_pos"] - ref_obs["state/ee_pos"]) < 0.005
+    finally:
+        node.close()
+        thread.join(timeout=5)
+    assert node.stats.resets == 2 and node.stats.physics_ticks > 1000
