@@ -248,7 +248,7 @@ class ManiSkillEnv(gym.Env):
             num_envs=1,
             max_episode_steps=self.max_episode_steps,
         )
-        agent = self._env.unwrapped.agent
+        agent: Any = getattr(self._env.unwrapped, "agent")  # noqa: B009 - ManiSkill attribute
         pose = agent.robot.pose
         self._base_pos = pose.p.reshape(-1).cpu().numpy().astype(float)
         if not np.allclose(pose.q.reshape(-1).cpu().numpy(), [1, 0, 0, 0], atol=1e-6):

@@ -56,8 +56,9 @@ def make(task: str, backend: str = "mujoco", **kwargs: Any) -> PandaEnv:
     """Build one env of ``task`` (see :class:`sim.env.PandaEnv` for keyword arguments); tasks
     with instructions get an :class:`~sim.instructed_env.InstructedPandaEnv`. ``backend``
     selects another simulator from :data:`BACKENDS` (same observation and action spaces)."""
-    if backend != "mujoco":
-        return _backend_make(backend)(task, **kwargs)
+    if backend != "mujoco":  # same API as PandaEnv (spaces, step/reset, action scales)
+        env: Any = _backend_make(backend)(task, **kwargs)
+        return env
     t = _task(task)
     if isinstance(t, InstructedTask):
         return InstructedPandaEnv(t, **kwargs)

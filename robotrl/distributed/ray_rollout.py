@@ -22,7 +22,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-StepResult = tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]
+# (obs, reward, terminated, truncated, info) of one env
+StepResult = tuple[Any, ...]
 
 
 def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
@@ -125,8 +126,10 @@ class RayVectorEnv(gym.vector.VectorEnv):
 
         init_ray(address, num_cpus or max(1, int(np.ceil(num_workers * cpus_per_worker))))
         self._ray = ray
-        remote = ray.remote(num_cpus=cpus_per_worker)(RolloutWorker)
-        self.workers = [remote.remote(env_fn, envs_per_worker) for _ in range(num_workers)]
+        remote: Any = ray.remote(num_cpus=cpus_per_worker)(RolloutWorker)
+        self.workers: list[Any] = [
+            remote.remote(env_fn, envs_per_worker) for _ in range(num_workers)
+        ]
         self.per_worker = envs_per_worker
         self.num_envs = num_workers * envs_per_worker
         obs_space, act_space = ray.get(self.workers[0].spaces.remote())
@@ -142,7 +145,8 @@ class RayVectorEnv(gym.vector.VectorEnv):
     # ----------------------------------------------------------------- per-env view
     def env_attributes(self, names: Sequence[str]) -> dict[str, Any]:
         """Attributes of one env (the same for all): e.g. ``["max_dpos", "max_drot"]``."""
-        return self._ray.get(self.workers[0].attributes.remote(list(names)))
+        attrs: dict[str, Any] = self._ray.get(self.workers[0].attributes.remote(list(names)))
+        return attrs
 
     def reset_each(
         self, seeds: Sequence[int | None], mask: Sequence[bool] | None = None
