@@ -87,3 +87,21 @@ def test_consumed_stamps_are_dropped_and_history_is_bounded():
     assert cache.at(2) is None and cache.at(3) is not None  # only the newest 3 stamps kept
     cache.drop_before(5)
     assert cache.at(4) is None and cache.at(5) is not None
+
+
+def test_wait_hold_prefers_the_exact_stamp_else_holds_fresh_state():
+    cache = StateCache(SIM)
+    env = sim.make("reach")
+    obs0, _ = env.reset(seed=0)
+    obs1, *_ = env.step(np.full(7, 0.5))
+    for t, obs in ((1_000, obs0), (9_000, obs1)):
+        for topic, msg in state_messages(obs, t, SIM).items():
+            cache.put(topic, msg)
+    exact = cache.wait_hold(1_000, 0.0, 1e-6)
+    np.testing.assert_array_equal(exact["state/ee_pos"], obs0["state/ee_pos"])
+    held = cache.wait_hold(5_000, 1.0, 1e-3)  # every topic published past 5 us: no waiting
+    np.testing.assert_array_equal(held["state/ee_pos"], obs0["state/ee_pos"])
+    assert cache.wait_hold(5_000, 1.0, 1e-6) is None  # the hold is 4 us old > 1 us bound
+    assert cache.wait_hold(500, 0.0, 1.0) is None  # nothing at or before 0.5 us
+    cache.drop_before(5_000)  # keeps the sample holding 5 us
+    assert cache.wait_hold(6_000, 0.0, 1e-3) is not None

@@ -203,9 +203,10 @@ def test_incomplete_episodes_are_discarded_with_the_reason(tmp_path):
     act.publish(m.Float64MultiArray(data=[0.0] * 7))
     robot.step(0, 1, 20)
     robot.step(1, 0, 30)  # reset before the episode ended
-    robot.step(1, 1, 40, with_state=False)  # the state of this step never arrives
-    robot.step(2, 0, 50)
-    robot.step(2, 1, 60, term=1)  # ends, but no action was ever sent after step 0 of seed 2
+    # the state of this step never arrives, and the last one is older than state_timeout_s
+    robot.step(1, 1, 100_000_030, with_state=False)
+    robot.step(2, 0, 200_000_000)
+    robot.step(2, 1, 200_000_010, term=1)  # ends, but no action was sent after its reset
     assert rec.stats.recorded == 0
     assert rec.stats.discarded == 3
     assert "reset (seed 1) before episode end" in rec.stats.reasons[0]
@@ -286,3 +287,68 @@ def test_console_script_processes_over_dds_record_the_in_process_session(tmp_pat
     assert (stats["recorded"], stats["discarded"]) == (EPISODES, 0)
     ref = _in_process(str(tmp_path / "in_process.zarr"))
     assert diff_stores(ref, EpisodeStore.open(tmp_path / "ros.zarr")) == []
+
+
+@pytest.mark.ros2
+@pytest.mark.slow
+def test_real_time_robot_path_records_by_zero_order_hold(tmp_path):
+    """The data-collection launch on the sim robot in real time: expert teleop (timer) ->
+    bridge (safety filter) -> sim robot (physics in wall-clock time) -> recorder. Not lockstep,
+    so not comparable bit for bit: the recorder holds each topic's newest state at the step
+    stamps and pairs every step with an action the teleop really sent."""
+    pytest.importorskip("cyclonedds", reason="cyclonedds is in the 'ros2' extra")
+    import time
+
+    from hardware.ros2.bridge import BridgeNode
+    from hardware.ros2.config import BridgeConfig, SimRobotConfig
+    from hardware.ros2.sim_robot_node import SimRobotNode
+    from hardware.ros2.transport import CycloneTransport, loopback_config
+
+    os.environ.setdefault("CYCLONEDDS_URI", loopback_config())
+    domain = random.randint(1, 230)
+    tr = {n: CycloneTransport(domain, n) for n in ("rec", "bridge", "sim", "teleop", "op")}
+    sent: list[np.ndarray] = []
+    tr["op"].subscribe(
+        "/robotrl/action", m.Float64MultiArray, lambda msg: sent.append(np.float32(msg.data))
+    )
+    rec = RecorderNode(
+        RecorderConfig(
+            profile="sim", out=str(tmp_path / "rt.zarr"), task="reach", task_state=True, episodes=1
+        ),
+        tr["rec"],
+    )
+    bridge = BridgeNode(BridgeConfig(profile="sim", state_timeout_s=0.2), tr["bridge"])
+    sim_robot = SimRobotNode(SimRobotConfig(task="reach", state_hz=100.0, seed=3), tr["sim"])
+    teleop = TeleopNode(
+        TeleopNodeConfig(profile="sim", device="expert", task="reach", state_timeout_s=0.2),
+        tr["teleop"],
+    )
+    reset = tr["op"].publisher("/robotrl/reset", m.Float64MultiArray)
+    threads = [
+        threading.Thread(target=rec.run, kwargs={"timeout_s": 15.0}),
+        threading.Thread(target=bridge.run, kwargs={"duration_s": 14.0}),
+        threading.Thread(target=sim_robot.run, kwargs={"duration_s": 14.0}),
+        threading.Thread(target=teleop.run, kwargs={"duration_s": 8.0}),
+    ]
+    try:
+        for t in threads:
+            t.start()
+        time.sleep(1.5)  # the operator resets once the teleop is driving
+        reset.publish(m.Float64MultiArray(data=[5.0]))
+        threads[0].join(timeout=30)
+    finally:
+        for node in (teleop, sim_robot, bridge, rec):
+            node.stop()
+        for t in threads:
+            t.join(timeout=30)
+        rec.close()
+        for t in tr.values():
+            t.close()
+    assert rec.stats.recorded == 1, rec.stats
+    store = EpisodeStore.open(tmp_path / "rt.zarr")
+    assert store.meta("success")[0] and 5 <= store.num_steps <= 50
+    actions = store.get("action")
+    assert all(any(np.array_equal(a, s) for s in sent) for a in actions)  # really sent
+    assert store.get("intervention").all()
+    dt = np.diff(store.get("timestamp"))
+    assert 0.04 < float(np.median(dt)) < 0.08  # the 20 Hz grid of the sim's control ticks

@@ -228,8 +228,9 @@ class RecorderConfig(NodeConfig):
         task, operator, language: per-episode metadata.
         cameras: camera names to record (topics from the profile).
         episodes: stop after this many committed episodes (0: until stopped).
-        state_timeout_s: how long a step waits for its state and action messages [s]; a step
-            still incomplete after it discards the episode (the reason is logged).
+        state_timeout_s: how long a step waits for its state and action messages, and the
+            oldest state a step may hold (real-time robots) [s]; a step still incomplete after
+            it discards the episode (the reason is logged).
         task_state: also record the sim's task state (``state/cube_pos`` ...).
     """
 

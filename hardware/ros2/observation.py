@@ -336,11 +336,44 @@ class StateCache:
         return {t: None if n is None else (now - n[0]) / 1e9 for t, n in newest.items()}
 
     def drop_before(self, t_ns: int) -> None:
-        """Forget samples stamped before ``t_ns`` (a reader that consumed them)."""
+        """Forget what a reader that consumed stamp ``t_ns`` can no longer need: per topic,
+        every sample older than the newest one stamped at or before ``t_ns`` (that one stays:
+        it is the zero-order hold of later stamps until a newer sample arrives)."""
         with self._lock:
             for samples in self._samples.values():
-                while samples and next(iter(samples)) < t_ns:
-                    samples.popitem(last=False)
+                keys = list(samples)
+                keep = next((i for i in range(len(keys) - 1, -1, -1) if keys[i] <= t_ns), 0)
+                for k in keys[:keep]:
+                    del samples[k]
+
+    def wait_hold(
+        self, t_ns: int, timeout_s: float, max_age_s: float
+    ) -> dict[str, np.ndarray] | None:
+        """The observation of stamp ``t_ns``: the exact stamp when every topic has it (a
+        lockstep sim), else the zero-order hold — per topic the newest sample stamped at or
+        before ``t_ns``, no older than ``max_age_s`` (a real robot, whose topics are stamped
+        by their own publishers). The hold is taken once every topic has published past
+        ``t_ns`` (nothing earlier can still arrive in order) or after ``timeout_s``; None if
+        some topic has nothing fresh enough."""
+        import time
+
+        deadline = time.monotonic() + timeout_s
+        oldest = t_ns - round(max_age_s * 1e9)
+        with self._changed:
+            while True:
+                samples = list(self._samples.values())
+                if all(t_ns in s for s in samples):
+                    return _assemble([s[t_ns][1] for s in samples])
+                settled = all(s and next(reversed(s)) > t_ns for s in samples)
+                if settled or time.monotonic() >= deadline:
+                    parts = []
+                    for s in samples:
+                        k = next((k for k in reversed(s) if k <= t_ns), None)
+                        if k is None or k < oldest:
+                            return None
+                        parts.append(s[k][1])
+                    return _assemble(parts)
+                self._changed.wait(max(0.0, deadline - time.monotonic()))
 
     def missing(self) -> list[str]:
         """Topics that have not published yet."""

@@ -4,8 +4,10 @@ The control grid is given by the ``episode`` messages of whoever steps the robot
 node, or the bridge): step 0 after a reset, then one per control step, each carrying the stamp
 of the state published for it (``hardware/ros2/topics.py``). For each grid step the recorder
 
-- takes the observation of exactly that stamp from the state topics (:class:`StateCache`;
-  DDS does not order samples across topics, so pairing is by stamp, never by arrival);
+- takes the observation of exactly that stamp from the state topics when they carry it (a
+  lockstep sim; DDS does not order samples across topics, so pairing is by stamp, never by
+  arrival), else the zero-order hold: per topic the newest sample stamped at or before it,
+  no older than ``state_timeout_s`` (a real-time robot, :meth:`StateCache.wait_hold`);
 - pairs the step with the action that produced the next step: a tagged action
   (``seed``/``step`` label, lockstep operators) exactly; otherwise the newest ``action``
   message received before the next step's ``episode`` message (zero-order hold on the grid),
@@ -188,7 +190,7 @@ class RecorderNode:
         elif not self._steps or int(self._steps[-1].ep["step"]) != step - 1:
             self._discard(f"step {step} of seed {seed} without its predecessor", seed)
             return
-        obs = self.cache.wait_at(stamp, self.cfg.state_timeout_s)
+        obs = self.cache.wait_hold(stamp, self.cfg.state_timeout_s, self.cfg.state_timeout_s)
         if obs is None:
             missing = self.cache.missing() or "stamp"
             self._discard(f"state of step {step} of seed {seed} incomplete: {missing}", seed)
@@ -201,12 +203,12 @@ class RecorderNode:
     def _commit(self) -> None:
         steps, self._steps = self._steps, []
         seed = int(steps[0].ep["seed"])
+        self._dropping = seed  # a real-time robot keeps stepping after the end: ignore that
         rows = []
         for k in range(len(steps) - 1):
             hit = self._action_for(seed, k, steps[0].received, steps[k + 1].received)
             if hit is None:
-                self.stats.discarded += 1
-                self.stats.reasons.append(f"no action for step {k} of seed {seed}")
+                self._discard(f"no action for step {k} of seed {seed}", seed)
                 return
             rows.append(hit)
         store = self._open_store(steps[0].obs)
