@@ -72,7 +72,7 @@ def train_flow_pg(
     rollout = FlowRollout(
         policy, venv, cfg.mode, execute_horizon, train.seed, group, cfg.noise_level
     )
-    learner = FlowPG(policy, rollout.feature_dim, cfg)
+    learner = FlowPG(policy, rollout.feature_dim, cfg)  # sets cfg's K and noise bounds
     result = FlowTrainResult(learner=learner)
     start = time.perf_counter()
     bar = tqdm(total=train.total_env_steps, desc=cfg.algo, disable=not progress)
