@@ -1,7 +1,8 @@
 """Teleop data collection on a robot: bridge + teleop node + recorder (+ optional sim robot).
 
 The teleop node reads the device at the control rate and publishes the normalised action on
-``/robotrl/action`` (plus twist and intervention flag); the bridge turns it into safety-filtered
+``/robotrl/action`` (plus twist and intervention flag) and, on a real arm, cuts the episodes
+with the operator's success / failure keys; the bridge turns it into safety-filtered
 equilibrium poses for the robot's Cartesian impedance controller; the recorder resamples the
 robot's state and the executed action onto the control grid and commits each episode to the zarr
 store. ``use_sim:=true`` also starts the MuJoCo sim robot speaking the same topics.
@@ -12,7 +13,7 @@ store. ``use_sim:=true`` also starts the MuJoCo sim robot speaking the same topi
 import os
 
 from launch.actions import DeclareLaunchArgument, ExecuteProcess
-from launch.conditions import IfCondition
+from launch.conditions import IfCondition, UnlessCondition
 from launch.substitutions import LaunchConfiguration
 
 from launch import LaunchDescription
@@ -68,21 +69,31 @@ def generate_launch_description() -> LaunchDescription:
         name="robotrl_bridge",
         output="screen",
     )
+    teleop_cmd = [
+        "robotrl-teleop-node",
+        *common,
+        "-r",
+        "__node:=robotrl_teleop",
+        "-p",
+        ["device:=", arg("device")],
+        "-p",
+        ["rate_hz:=", arg("control_hz")],
+        "-p",
+        ["task:=", arg("task")],
+    ]
+    # A real arm publishes no episode messages: the operator's ticks cut the episodes (the
+    # device's success / failure keys). The sim robot's task oracle cuts them with use_sim.
     teleop = ExecuteProcess(
-        cmd=[
-            "robotrl-teleop-node",
-            *common,
-            "-r",
-            "__node:=robotrl_teleop",
-            "-p",
-            ["device:=", arg("device")],
-            "-p",
-            ["rate_hz:=", arg("control_hz")],
-            "-p",
-            ["task:=", arg("task")],
-        ],
+        cmd=[*teleop_cmd, "-p", "publish_episodes:=true"],
         name="robotrl_teleop",
         output="screen",
+        condition=UnlessCondition(arg("use_sim")),
+    )
+    teleop_on_sim = ExecuteProcess(
+        cmd=[*teleop_cmd, "-p", "publish_episodes:=false"],
+        name="robotrl_teleop",
+        output="screen",
+        condition=IfCondition(arg("use_sim")),
     )
     recorder = ExecuteProcess(
         cmd=[
@@ -121,4 +132,4 @@ def generate_launch_description() -> LaunchDescription:
         output="screen",
         condition=IfCondition(arg("use_sim")),
     )
-    return LaunchDescription([*args, sim_robot, bridge, teleop, recorder])
+    return LaunchDescription([*args, sim_robot, bridge, teleop, teleop_on_sim, recorder])

@@ -207,7 +207,8 @@ def test_executables_are_console_scripts(path: Path) -> None:
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
 def test_parameter_files_exist_and_load_into_node_configs(path: Path) -> None:
     checked = 0
-    for name, cmd in _processes(path, _all_on(path)):
+    started = _processes(path) + _processes(path, _all_on(path))
+    for name, cmd in started:
         if cmd[0] not in NODE_CONFIGS:
             continue
         files = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--params-file"]
@@ -224,7 +225,7 @@ def test_parameter_files_exist_and_load_into_node_configs(path: Path) -> None:
                 assert str(value).lower() == raw.lower() or value == float(raw), (key, raw)
         checked += 1
     if path.name != "hil_rl_actor.launch.py":
-        assert checked >= 1
+        assert checked >= 2
     else:  # its robotrl node is the sim robot (use_sim)
         assert checked == 1
 
@@ -304,6 +305,15 @@ def test_every_argument_is_documented_with_its_default(path: Path) -> None:
         else:
             assert doc_default == f"`{a.default_value}`", a.name
     assert set(rows) == {a.name for a in declared}, "README documents arguments that don't exist"
+
+
+def test_teleop_cuts_episodes_only_without_the_sim_robot() -> None:
+    path = LAUNCH / "collect_teleop.launch.py"
+    for use_sim, expected in (("false", True), ("true", False)):
+        started = dict(_processes(path, {"use_sim": use_sim}))
+        cfg, _ = TeleopNodeConfig.from_args(started["robotrl_teleop"][1:])
+        assert cfg.publish_episodes is expected
+        assert ("robotrl_sim_robot" in started) is (use_sim == "true")
 
 
 def test_unknown_parameter_is_rejected_listing_valid_keys(tmp_path: Path) -> None:

@@ -352,3 +352,78 @@ def test_real_time_robot_path_records_by_zero_order_hold(tmp_path):
     assert store.get("intervention").all()
     dt = np.diff(store.get("timestamp"))
     assert 0.04 < float(np.median(dt)) < 0.08  # the 20 Hz grid of the sim's control ticks
+
+
+def test_operator_episodes_on_a_robot_without_episode_messages(tmp_path):
+    """A real arm publishes only state: the teleop node's ticks are the grid (publish_episodes);
+    success / failure end an episode, rerecord drops it; state is held at the tick stamps."""
+    import time
+
+    from hardware.devices import ScriptedDevice, TeleopCommand
+    from hardware.ros2.observation import state_messages
+    from hardware.ros2.topics import FRANKA
+
+    bus = FakeTransport()
+    env = sim.make("reach")
+    obs, _ = env.reset(seed=0)
+    stop = threading.Event()
+
+    def robot() -> None:  # the arm's broadcasters at 200 Hz, stamped with the wall clock
+        pubs: dict = {}
+        while not stop.is_set():
+            for topic, msg in state_messages(obs, time.time_ns(), FRANKA).items():
+                pubs.setdefault(topic, bus.publisher(topic, type(msg))).publish(msg)
+            time.sleep(0.005)
+
+    def move(x: float) -> TeleopCommand:
+        return TeleopCommand(np.array([x, 0, 0, 0, 0, 0, -1.0]), intervene=True)
+
+    def event(name: str) -> TeleopCommand:
+        return TeleopCommand.idle(-1.0, frozenset({name}))
+
+    script = [move(0.1), move(0.2), event("rerecord"), move(0.3), move(0.4), move(0.5)]
+    script += [event("success"), move(0.6), move(0.7), event("failure")]
+    rec = RecorderNode(
+        RecorderConfig(
+            profile="franka", out=str(tmp_path / "r.zarr"), state_timeout_s=0.2, episodes=2
+        ),
+        bus,
+    )
+    teleop = TeleopNode(
+        TeleopNodeConfig(
+            profile="franka",
+            device="scripted",
+            rate_hz=50.0,
+            publish_episodes=True,
+            episodes=2,
+            seed=10,
+        ),
+        bus,
+        ScriptedDevice(script),
+    )
+    threads = [
+        threading.Thread(target=robot),
+        threading.Thread(target=rec.run, kwargs={"timeout_s": 3.0}),
+    ]
+    for t in threads:
+        t.start()
+    time.sleep(0.05)
+    try:
+        stats = teleop.run(duration_s=5.0)
+    finally:
+        threads[1].join(timeout=10)
+        stop.set()
+        threads[0].join(timeout=10)
+        rec.close()
+    assert stats.episodes == 2
+    assert [r.data[0] for r in bus.sent["/robotrl/reset"]] == [10.0, 10.0, 11.0]
+    assert (rec.stats.recorded, rec.stats.discarded) == (2, 1), rec.stats
+    assert "reset (seed 10) before episode end" in rec.stats.reasons[0]
+    store = EpisodeStore.open(tmp_path / "r.zarr")
+    np.testing.assert_array_equal(store.episode_ends, [3, 5])
+    np.testing.assert_array_equal(store.get("action")[:, 0], np.float32([0.3, 0.4, 0.5, 0.6, 0.7]))
+    np.testing.assert_array_equal(store.meta("success"), [True, False])
+    assert not store.meta("terminated").any()
+    np.testing.assert_array_equal(store.get("state/ee_pos")[0], obs["state/ee_pos"])
+    dt = np.diff(store.get("timestamp", store.episode_slice(0)))
+    assert np.all((dt > 0.01) & (dt < 0.1))  # the 50 Hz ticks

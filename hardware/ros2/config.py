@@ -179,10 +179,14 @@ class TeleopNodeConfig(NodeConfig):
         state_timeout_s: the expert acts only on state fresher than this [s].
         lockstep: (expert) act once per ``episode`` message (sim robot in lockstep), not on a
             timer.
-        episodes: (lockstep) episodes to run, each started by a ``reset`` with ``seed + k``
-            (0: until stopped).
+        episodes: (lockstep, publish_episodes) episodes to run, each started by a ``reset``
+            with ``seed + k`` (0: until stopped).
         wait_subscribers: (lockstep) readers of ``action`` to wait for before the first reset
             (the sim robot, plus the recorder when one records).
+        publish_episodes: (timer mode) the operator's ticks are the control grid: publish
+            ``reset`` and ``episode`` messages and tagged actions, episodes ended by the
+            device's success / failure events (robots whose stack publishes no ``episode``
+            messages: real arms). Leave False with a sim robot, whose task oracle cuts them.
         publish_action: also publish the device's action on the executed-action topic
             ``action`` (teleop drives the robot: data collection); False publishes only the
             teleop topics and the flag (a policy drives, the human may take over).
@@ -203,6 +207,7 @@ class TeleopNodeConfig(NodeConfig):
     publish_action: bool = True
     episodes: int = 0
     wait_subscribers: int = 1
+    publish_episodes: bool = False
 
     def validate(self) -> None:
         _positive(self, "rate_hz", "max_dpos", "max_drot", "state_timeout_s")

@@ -102,8 +102,12 @@ class TeleopNode:
             self.cache.subscribe(transport, deep_reader_qos(transport) if cfg.lockstep else None)
         self._stop = threading.Event()
         self._episodes: queue.Queue[dict[str, float]] = queue.Queue()
-        if cfg.lockstep:
+        if cfg.lockstep or cfg.publish_episodes:
             self._reset = transport.publisher(t.reset, m.Float64MultiArray)
+        if cfg.publish_episodes:
+            self._episode_pub = transport.publisher(t.episode, m.Float64MultiArray)
+        self._seed, self._step = cfg.seed, -1  # timer-mode episodes (publish_episodes)
+        if cfg.lockstep:
             qos = deep_reader_qos(transport)
             if qos is None:
                 transport.subscribe(t.episode, m.Float64MultiArray, self._on_episode)
@@ -142,7 +146,14 @@ class TeleopNode:
 
     # ------------------------------------------------------------------ timer mode
     def tick(self) -> TeleopCommand | None:
-        """Read the device once and publish; None when the expert has no fresh state."""
+        """Read the device once and publish; None when the expert has no fresh state.
+
+        With ``publish_episodes`` the tick is also a step of the operator's episode: the first
+        tick publishes ``reset [seed]``, every tick an ``episode`` message stamped like the
+        twist (a recorder holds the robot's state at that stamp) and a tagged action; the
+        ``success`` / ``failure`` events end the episode (``truncated`` with the label, as
+        ``robotrl collect`` commits an operator-labelled episode), ``rerecord`` resets the same
+        seed."""
         if isinstance(self.device, ExpertDevice):
             assert self.cache is not None
             latest = self.cache.latest()
@@ -150,8 +161,28 @@ class TeleopNode:
                 self.stats.skipped_stale += 1
                 return None
             self.device.observe(latest[0])
+        if self.cfg.publish_episodes and self._step < 0:
+            self._reset.publish(self._m.Float64MultiArray(data=[float(self._seed)]))
+            self.device.reset()
+            self._step = 0
+        stamp = time.time_ns()
         cmd = self.device.read()
-        self.publish(cmd)
+        if not self.cfg.publish_episodes:
+            self.publish(cmd, stamp_ns=stamp)
+            return cmd
+        if "rerecord" in cmd.events:
+            self._step = -1  # the next tick resets the same seed; the recorder discards
+            return cmd
+        ended = bool({"success", "failure"} & cmd.events)
+        sec, nsec = divmod(stamp, 1_000_000_000)
+        data = [self._seed, self._step, 0.0, "success" in cmd.events, False, ended, sec, nsec]
+        self._episode_pub.publish(self._m.Float64MultiArray(data=[float(x) for x in data]))
+        if ended:
+            self._seed, self._step = self._seed + 1, -1
+            self.stats.episodes += 1
+            return cmd
+        self.publish(cmd, action_tag(self._seed, self._step, cmd.intervene), stamp)
+        self._step += 1
         return cmd
 
     def run(self, duration_s: float | None = None) -> TeleopStats:
@@ -165,6 +196,8 @@ class TeleopNode:
                 cmd = self.tick()
                 if cmd is not None and "quit" in cmd.events:
                     self.stats.stopped_by = "quit"
+                    break
+                if self.cfg.publish_episodes and 0 < self.cfg.episodes <= self.stats.episodes:
                     break
                 if duration_s is not None and time.monotonic() - start >= duration_s:
                     break
