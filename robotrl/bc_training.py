@@ -108,6 +108,11 @@ def train_bc(
             logger.log(**row)
         policy.train()
 
+    if len(train_loader) == 0:  # drop_last with fewer samples than a batch: no batch, ever
+        raise ValueError(
+            "the training loader yields no batch (fewer samples than one batch_size with "
+            "drop_last): lower batch_size or add episodes"
+        )
     while step < cfg.steps:
         for batch in train_loader:
             loss, logs = policy.compute_loss(batch)

@@ -17,6 +17,12 @@ from omegaconf import DictConfig
 Command = Callable[[DictConfig], dict]
 
 
+def _experts(cfg: DictConfig) -> dict:
+    from robotrl.experts_command import run_experts
+
+    return run_experts(cfg)
+
+
 def _quickstart(cfg: DictConfig) -> dict:
     from robotrl.quickstart import run_quickstart
 
@@ -82,7 +88,12 @@ def _bench_sim(cfg: DictConfig) -> dict:
 
 # subcommand -> (config name, runner, help)
 COMMANDS: dict[str, tuple[str, Command, str]] = {
-    "quickstart": ("quickstart", _quickstart, "expert demos on every task, evaluated, with videos"),
+    "quickstart": (
+        "quickstart",
+        _quickstart,
+        "end to end: biased demos -> BC -> eval -> residual RL with interventions -> report",
+    ),
+    "experts": ("experts", _experts, "every task's scripted expert, evaluated, with videos"),
     "collect": ("collect", _collect, "teleop / expert data collection into a zarr episode store"),
     "train-bc": ("train_bc", _train_bc, "behavior cloning of a flow / diffusion policy"),
     "eval": ("eval", _eval, "success rate of a checkpoint in sim, with videos"),

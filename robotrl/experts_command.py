@@ -1,7 +1,7 @@
-"""``robotrl quickstart``: every task's scripted expert, evaluated over seeded episodes.
+"""``robotrl experts``: every task's scripted expert, evaluated over seeded episodes.
 
-First form of the end-to-end demo (later stages add BC, RL and a report): shows that the arm,
-controller, tasks and experts work on this machine, with a video per task.
+Shows that the arm, controller, tasks and experts work on this machine, with a video per task
+(the quickstart's first stage).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def _stiffness(cfg: DictConfig) -> list[float] | None:
     return None if k is None else list(OmegaConf.to_object(k))
 
 
-def run_quickstart(cfg: DictConfig) -> dict[str, Any]:
+def run_experts(cfg: DictConfig) -> dict[str, Any]:
     start = time.perf_counter()
     run_dir = make_run_dir(cfg.output_dir, cfg.name)
     save_config(cfg, run_dir)
@@ -61,7 +61,7 @@ def run_quickstart(cfg: DictConfig) -> dict[str, Any]:
         results[task] = summary
         env.close()
     return {
-        "command": "quickstart",
+        "command": "experts",
         "tasks": results,
         "wall_s": round(time.perf_counter() - start, 2),
         "run_dir": str(run_dir),

@@ -90,6 +90,11 @@ def run_train_bc(cfg: DictConfig) -> dict[str, Any]:
         episode_mask=train_mask,
         episode_obs=episode_obs,
     )
+    if len(train_ds) < cfg.batch_size:
+        raise ValueError(
+            f"{cfg.dataset}: {len(train_ds)} training samples, fewer than batch_size="
+            f"{cfg.batch_size}; lower batch_size or collect more episodes"
+        )
     train_loader = make_dataloader(train_ds, cfg.batch_size, seed=cfg.seed)
     val_loader = None
     if val_mask is not None:

@@ -74,3 +74,8 @@ def test_non_finite_loss_stops_training():
     ]
     with pytest.raises(FloatingPointError, match="non-finite"):
         train_bc(p, bad, BCConfig(steps=2, eval_every=0, ema_decay=0), progress=False)
+
+
+def test_a_loader_without_batches_is_an_error_not_a_hang():
+    with pytest.raises(ValueError, match="no batch"):
+        train_bc(_policy(), [], BCConfig(steps=2, eval_every=0, ema_decay=0), progress=False)

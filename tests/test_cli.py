@@ -19,17 +19,17 @@ def test_every_config_composes(name):
 
 @pytest.mark.parametrize("controller", ["native", "impedance", "osc"])
 def test_controller_group_options_compose(controller):
-    assert compose("quickstart", [f"controller={controller}"]).controller.name == controller
+    assert compose("experts", [f"controller={controller}"]).controller.name == controller
 
 
 def test_bad_override_is_a_clear_error(capsys):
-    assert main(["quickstart", "no_such_key=1"]) == 2
+    assert main(["experts", "no_such_key=1"]) == 2
     assert "bad configuration" in capsys.readouterr().err
-    assert main(["quickstart", "controller=pid"]) == 2
+    assert main(["experts", "controller=pid"]) == 2
 
 
 def test_unknown_task_is_a_clear_error(capsys, tmp_path):
-    rc = main(["quickstart", "tasks=[stack]", "episodes=1", f"output_dir={tmp_path}"])
+    rc = main(["experts", "tasks=[stack]", "episodes=1", f"output_dir={tmp_path}"])
     assert rc == 2
     assert "unknown task" in capsys.readouterr().err
 
@@ -40,7 +40,7 @@ def test_console_script_prints_one_json_line(tmp_path):
             sys.executable,
             "-m",
             "robotrl.cli",
-            "quickstart",
+            "experts",
             "tasks=[reach]",
             "episodes=2",
             "videos=0",

@@ -2,12 +2,12 @@ import imageio.v2 as imageio
 from omegaconf import OmegaConf
 
 from robotrl.cli import compose
-from robotrl.quickstart import run_quickstart
+from robotrl.experts_command import run_experts
 
 
-def test_quickstart_evaluates_experts_and_writes_videos(tmp_path):
+def test_experts_evaluates_experts_and_writes_videos(tmp_path):
     cfg = compose(
-        "quickstart",
+        "experts",
         [
             "tasks=[reach,lift]",
             "episodes=3",
@@ -17,7 +17,7 @@ def test_quickstart_evaluates_experts_and_writes_videos(tmp_path):
             "progress=false",
         ],
     )
-    summary = run_quickstart(cfg)
+    summary = run_experts(cfg)
     assert set(summary["tasks"]) == {"reach", "lift"}
     for task, res in summary["tasks"].items():
         assert res["success_rate"] == 1.0, task

@@ -97,6 +97,9 @@ def test_bad_inputs_are_clear_errors(tmp_path, reach_store, capsys):
         == 2
     )
     assert "state/nope" in capsys.readouterr().err
+    too_big = ["train-bc", f"dataset={reach_store}", "batch_size=100000", f"output_dir={tmp_path}"]
+    assert main(too_big) == 2
+    assert "fewer than batch_size=100000" in capsys.readouterr().err
     assert main(["eval", f"checkpoint={tmp_path}"]) == 2
     assert "no checkpoint" in capsys.readouterr().err
 

@@ -1,0 +1,44 @@
+"""The quickstart pipeline end to end on a tiny budget: every stage runs and the report exists."""
+
+import json
+from pathlib import Path
+
+from robotrl.cli import compose
+from robotrl.quickstart import run_quickstart
+
+
+def test_quickstart_runs_every_stage_and_writes_a_report(tmp_path):
+    cfg = compose(
+        "quickstart",
+        [
+            "expert_episodes=2",
+            "demos=3",
+            "bc_steps=20",
+            "bc_batch_size=32",
+            "eval_episodes=2",
+            "videos=1",
+            "rl_steps=300",
+            "rl_eval_every=300",
+            "residual.batch_size=32",
+            "residual.hidden=32",
+            f"output_dir={tmp_path}",
+            "progress=false",
+        ],
+    )
+    s = run_quickstart(cfg)
+    json.dumps(s)  # the summary is one JSON line
+    assert s["expert_success"] == 1.0 and s["demos"] == 3
+    assert 0.0 <= s["success_before"] <= 1.0 and 0.0 <= s["success_after"] <= 1.0
+    assert s["rl_env_steps"] >= 300
+    lo, hi = s["success_after_ci95"]
+    assert 0.0 <= lo <= s["success_after"] <= hi <= 1.0
+    report = Path(s["report"])
+    text = report.read_text()
+    assert "| + residual RL |" in text and "Intervention rate" in text
+    # every linked file exists (curves and videos are relative to the report)
+    import re
+
+    links = re.findall(r"\]\(([^)]+\.(?:png|mp4))\)", text)
+    assert any(x.endswith(".png") for x in links) and any(x.endswith(".mp4") for x in links)
+    for link in links:
+        assert (report.parent / link).is_file(), link
