@@ -66,6 +66,11 @@ class PandaEnv(gym.Env):
         workspace_low, workspace_high: (3,) TCP box for the safety filter [m, base frame].
         max_episode_steps: truncation horizon; default from the task.
         render_mode: ``"rgb_array"`` for :meth:`render`.
+        safety: ``"filter"`` (the deterministic filter only), ``"monitor"`` (+ constraint costs
+            every physics tick in ``info["safety"]``) or ``"reflex"`` (+ the safety-reflex
+            critic); see :mod:`sim.safety_guard`.
+        safety_kwargs: keyword arguments of :class:`sim.safety_guard.SafetyGuard` (``critic``
+            path, ``threshold``, ``reflex_hz``, ``force_limit``, ``task_keys``, ...).
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 20}  # noqa: RUF012 - gym API
@@ -89,6 +94,8 @@ class PandaEnv(gym.Env):
         workspace_high: np.ndarray | None = None,
         max_episode_steps: int | None = None,
         render_mode: str | None = None,
+        safety: str = "filter",
+        safety_kwargs: dict[str, Any] | None = None,
     ) -> None:
         if controller not in CONTROLLERS:
             raise ValueError(f"controller must be one of {CONTROLLERS}, got {controller!r}")
@@ -162,6 +169,11 @@ class PandaEnv(gym.Env):
             max_rot_step=2.5 * self.max_drot,
         )
         self._target_rot = np.eye(3)
+        self.guard: Any = None
+        if safety != "filter":
+            from sim.safety_guard import SafetyGuard
+
+            self.guard = SafetyGuard(self, safety, **(safety_kwargs or {}))
         self._renderer: mujoco.Renderer | None = None
         self._rng = np.random.default_rng()
         self._steps = 0
@@ -233,6 +245,8 @@ class PandaEnv(gym.Env):
             self._rng = np.random.default_rng(seed)
         rng, m, d = self._rng, self.model, self.data
         mujoco.mj_resetData(m, d)
+        if self.guard is not None:
+            self.guard.release()  # nominal stiffness before the gains are randomised
         self._randomize_physics(rng)
         q0 = panda.Q_HOME + rng.normal(0.0, self.task.randomization.joint_noise, 7)
         d.qpos[self._arm_qadr] = np.clip(q0, panda.Q_MIN, panda.Q_MAX)
@@ -248,6 +262,8 @@ class PandaEnv(gym.Env):
         mujoco.mj_forward(m, d)
         self._read_state()
         self._steps = 0
+        if self.guard is not None:
+            self.guard.reset()
         return self._observe(), {"success": False, "intervention": False}
 
     def _randomize_physics(self, rng: np.random.Generator) -> None:
@@ -291,7 +307,9 @@ class PandaEnv(gym.Env):
         self.data.ctrl[self._gripper_act] = 0.5 * (1.0 - grip) * panda.FINGER_TRAVEL
         flags = dict(self.safety.last_flags)
 
-        if self.controller_name == "native":
+        if self.guard is not None:
+            self.guard.run(a if finite else None, flags)
+        elif self.controller_name == "native":
             mujoco.mj_step(self.model, self.data, nstep=self.n_substeps)
             mujoco.mj_forward(self.model, self.data)
         else:
@@ -306,6 +324,8 @@ class PandaEnv(gym.Env):
         terminated = bool(success and self.terminate_on_success)
         truncated = self._steps >= self.max_episode_steps
         info = {"success": success, "intervention": False, "safety": flags}
+        if self.guard is not None:
+            self.guard.finish(info, terminated or truncated)
         return self._observe(), reward, terminated, truncated, info
 
     def _step_numpy_controller(self, flags: dict[str, bool]) -> None:

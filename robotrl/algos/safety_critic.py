@@ -1,0 +1,423 @@
+"""Safety-reflex risk critic (Bresa, building on Recovery RL; ALGORITHMS.md section 5).
+
+Q_risk(s, a) estimates the discounted probability that a constraint is violated (contact force
+above the limit, the TCP leaving the workspace, a joint limit; see
+:mod:`controllers.constraint_cost`) if action ``a`` is taken in ``s`` and the behaviour that
+produced the data continues. Two critics, each an MLP with a sigmoid output, trained by
+
+    y = c + (1 - c) * (1 - done) * gamma_safe * max(Q1', Q2')(s', a'),   c in {0, 1}
+    loss = BCE(Q_i(s, a), y)  for i = 1, 2
+
+(a violation ends the risk episode: y = 1; the max over the two target critics is the
+pessimistic choice; ``a'`` is the action actually taken next, so Q is the behaviour's risk).
+Pre-trained offline on transitions of scripted risky behaviour (:func:`collect_risk_data`),
+then updated online from the transitions the reflex-guarded env reports
+(:class:`OnlineRiskLearner`). :meth:`SafetyCritic.export` writes numpy weights (``.npz``) that
+:class:`controllers.reflex.RiskMLP` evaluates in the control loop without torch.
+
+Shapes: B batch, O reflex features (:data:`sim.safety_guard.FEATURES`), A = 7 actions.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from robotrl.datasets.replay_buffer import ReplayBuffer
+
+EXPORT_VERSION = 1
+
+
+@dataclass
+class SafetyCriticConfig:
+    """Hyperparameters of the risk critic.
+
+    Attributes:
+        hidden, layers: MLP width and hidden layers (small: it runs at the control rate).
+        gamma_safe: discount of the violation probability per policy step (0.8 at 20 Hz looks
+            ~0.25 s ahead, the time a full-speed approach needs to stop).
+        lr: Adam learning rate. tau: Polyak rate of the target critics.
+        batch_size: transitions per update. grad_clip: max gradient norm.
+        threshold: eps_safe, the risk above which the reflex intervenes (exported with it).
+    """
+
+    hidden: int = 64
+    layers: int = 2
+    gamma_safe: float = 0.8
+    lr: float = 1e-3
+    tau: float = 0.01
+    batch_size: int = 256
+    grad_clip: float = 1.0
+    threshold: float = 0.3
+
+
+def _mlp(in_dim: int, hidden: int, layers: int) -> nn.Sequential:
+    mods: list[nn.Module] = []
+    d = in_dim
+    for _ in range(layers):
+        mods += [nn.Linear(d, hidden), nn.ReLU()]
+        d = hidden
+    mods.append(nn.Linear(d, 1))
+    return nn.Sequential(*mods)
+
+
+class RiskCritics(nn.Module):
+    """Two Q_risk logit networks on standardised features and raw actions."""
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden: int, layers: int) -> None:
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(obs_dim))
+        self.register_buffer("std", torch.ones(obs_dim))
+        self.q1 = _mlp(obs_dim + act_dim, hidden, layers)
+        self.q2 = _mlp(obs_dim + act_dim, hidden, layers)
+
+    def forward(self, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
+        """(2, B) logits for obs (B, O) and actions (B, A)."""
+        x = torch.cat([(obs - self.mean) / self.std, act], dim=-1)
+        return torch.stack([self.q1(x).squeeze(-1), self.q2(x).squeeze(-1)])
+
+
+def risk_buffer(capacity: int, obs_dim: int, act_dim: int) -> ReplayBuffer:
+    """A 1-step replay buffer of risk transitions: obs ``{"features": (O,), "act": (A,)}``
+    (``next_obs["act"]`` is a'), action a, reward = cost c, terminated = violation or end."""
+    spec = {"features": ((obs_dim,), np.float32), "act": ((act_dim,), np.float32)}
+    return ReplayBuffer(capacity, spec, act_dim, n_step=1, gamma=1.0)
+
+
+class SafetyCritic:
+    """Risk critic with its optimiser, target critics and export (see module docstring).
+
+    Args:
+        obs_dim: O. act_dim: A. cfg: hyperparameters. feature_names: names of the O features
+            (stored in the export so the runtime can check it computes the same ones).
+        seed: torch seed of the initial weights.
+    """
+
+    def __init__(
+        self,
+        obs_dim: int,
+        act_dim: int,
+        cfg: SafetyCriticConfig | None = None,
+        feature_names: Iterable[str] = (),
+        seed: int = 0,
+    ) -> None:
+        if obs_dim < 1 or act_dim < 1:
+            raise ValueError(f"expected obs_dim, act_dim >= 1, got {obs_dim}, {act_dim}")
+        self.cfg = cfg or SafetyCriticConfig()
+        self.obs_dim, self.act_dim = obs_dim, act_dim
+        self.feature_names = list(feature_names)
+        torch.manual_seed(seed)
+        c = self.cfg
+        self.net = RiskCritics(obs_dim, act_dim, c.hidden, c.layers)
+        self.target = copy.deepcopy(self.net).requires_grad_(False)
+        self.opt = torch.optim.Adam(self.net.parameters(), lr=c.lr)
+        self.updates = 0
+
+    def set_normalization(self, features: np.ndarray) -> None:
+        """Standardise inputs by the mean / std of ``features`` (N, O) (e.g. the offline data)."""
+        f = np.asarray(features, np.float64)
+        mean, std = f.mean(0), np.maximum(f.std(0), 1e-3)
+        for net in (self.net, self.target):
+            net.mean.copy_(torch.as_tensor(mean, dtype=torch.float32))
+            net.std.copy_(torch.as_tensor(std, dtype=torch.float32))
+
+    def update(self, batch: Mapping[str, Any]) -> dict[str, float]:
+        """One gradient step on a batch of :func:`risk_buffer` (``sample`` output)."""
+        c = self.cfg
+        obs = torch.as_tensor(batch["obs"]["features"])
+        act = torch.as_tensor(batch["action"])
+        cost = torch.as_tensor(batch["reward"])
+        done = torch.as_tensor(batch["terminated"], dtype=torch.float32)
+        with torch.no_grad():
+            nxt = torch.sigmoid(
+                self.target(
+                    torch.as_tensor(batch["next_obs"]["features"]),
+                    torch.as_tensor(batch["next_obs"]["act"]),
+                )
+            ).amax(0)  # pessimistic: the larger of the two risks
+            y = cost + (1.0 - cost) * (1.0 - done) * c.gamma_safe * nxt
+        logits = self.net(obs, act)
+        loss = nn.functional.binary_cross_entropy_with_logits(logits, y.expand_as(logits))
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(self.net.parameters(), c.grad_clip)
+        self.opt.step()
+        with torch.no_grad():
+            for p, tp in zip(self.net.parameters(), self.target.parameters(), strict=True):
+                tp.lerp_(p, c.tau)
+        self.updates += 1
+        return {"risk_loss": loss.item(), "risk_target_mean": y.mean().item()}
+
+    def fit(
+        self, buffer: ReplayBuffer, updates: int, rng: np.random.Generator, progress: bool = True
+    ) -> dict[str, float]:
+        """``updates`` gradient steps on uniform batches of ``buffer``; the last logs."""
+        logs: dict[str, float] = {}
+        for _ in tqdm(range(updates), desc="risk critic", disable=not progress, leave=False):
+            logs = self.update(buffer.sample(self.cfg.batch_size, rng))
+        return logs
+
+    @torch.no_grad()
+    def risk(self, features: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        """(B,) max(Q1, Q2) in [0, 1] for features (B, O) and actions (B, A)."""
+        logits = self.net(
+            torch.as_tensor(np.asarray(features, np.float32)),
+            torch.as_tensor(np.asarray(actions, np.float32)),
+        )
+        return torch.sigmoid(logits).amax(0).numpy()
+
+    def weights(self) -> dict[str, np.ndarray]:
+        """Numpy weights in the layout :class:`controllers.reflex.RiskMLP` reads."""
+        out: dict[str, np.ndarray] = {
+            "mean": self.net.mean.numpy().astype(np.float64),
+            "std": self.net.std.numpy().astype(np.float64),
+            "threshold": np.array(self.cfg.threshold),
+            "version": np.array(EXPORT_VERSION),
+            "act_dim": np.array(self.act_dim),
+            "feature_names": np.array(self.feature_names, dtype=str),
+        }
+        for h, q in (("q1", self.net.q1), ("q2", self.net.q2)):
+            linears = [m for m in q if isinstance(m, nn.Linear)]
+            for i, lin in enumerate(linears):
+                # stored (in, out) so the runtime computes x @ W + b
+                out[f"{h}.w{i}"] = lin.weight.detach().numpy().T.astype(np.float64).copy()
+                out[f"{h}.b{i}"] = lin.bias.detach().numpy().astype(np.float64).copy()
+        return out
+
+    def export(self, path: str | os.PathLike[str]) -> Path:
+        """Write :meth:`weights` to ``path`` (``.npz``, no pickle); returns the path."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(path, **self.weights())
+        return path
+
+    @classmethod
+    def from_export(
+        cls, path: str | os.PathLike[str], cfg: SafetyCriticConfig | None = None
+    ) -> SafetyCritic:
+        """A critic with the weights of an exported ``.npz`` (to continue training online);
+        ``cfg`` supplies the training hyperparameters (threshold and sizes come from the file).
+        """
+        with np.load(Path(path), allow_pickle=False) as z:
+            w = {k: z[k] for k in z.files}
+        layers = sum(1 for k in w if k.startswith("q1.w")) - 1
+        hidden = int(w["q1.w0"].shape[1])
+        obs_dim, act_dim = int(w["mean"].shape[0]), int(w["act_dim"])
+        base = cfg or SafetyCriticConfig()
+        cfg = SafetyCriticConfig(
+            **{
+                **asdict(base),
+                "hidden": hidden,
+                "layers": layers,
+                "threshold": float(w["threshold"]),
+            }
+        )
+        critic = cls(obs_dim, act_dim, cfg, feature_names=[str(x) for x in w["feature_names"]])
+        with torch.no_grad():
+            for net in (critic.net, critic.target):
+                net.mean.copy_(torch.as_tensor(w["mean"]))
+                net.std.copy_(torch.as_tensor(w["std"]))
+                for h, q in (("q1", net.q1), ("q2", net.q2)):
+                    linears = [m for m in q if isinstance(m, nn.Linear)]
+                    for i, lin in enumerate(linears):
+                        lin.weight.copy_(torch.as_tensor(w[f"{h}.w{i}"].T))
+                        lin.bias.copy_(torch.as_tensor(w[f"{h}.b{i}"]))
+        return critic
+
+
+# ------------------------------------------------------------------------------ data
+def collect_risk_data(
+    make_env: Callable[[], Any],
+    policies: Mapping[str, Callable[[Any], Callable[[Mapping[str, np.ndarray]], np.ndarray]]],
+    episodes: int,
+    buffer: ReplayBuffer,
+    *,
+    seed: int = 0,
+    progress: bool = True,
+) -> dict[str, dict[str, float]]:
+    """Roll each named policy for ``episodes`` episodes in an env whose ``info["safety"]``
+    carries ``cost`` and ``features`` (``sim.make(task, safety="monitor")``), adding risk
+    transitions to ``buffer``.
+
+    ``policies[name](env)`` returns a fresh policy ``obs -> action (7,)`` for one episode.
+    Returns per policy: episodes, transitions, violating episodes, violating steps.
+    """
+    env = make_env()
+    stats: dict[str, dict[str, float]] = {}
+    try:
+        for p_idx, (name, factory) in enumerate(policies.items()):
+            st = {"episodes": 0, "transitions": 0, "violating_episodes": 0, "violating_steps": 0}
+            bar = tqdm(range(episodes), desc=f"risk data {name}", disable=not progress)
+            for ep in bar:
+                obs, info = env.reset(seed=seed + 10_000 * p_idx + ep)
+                policy = factory(env)
+                feat = env.guard.features().copy()
+                prev: tuple[np.ndarray, np.ndarray, float, np.ndarray] | None = None
+                done, violated = False, False
+                while not done:
+                    a = np.clip(np.asarray(policy(obs), np.float32), -1, 1)
+                    if prev is not None:
+                        _add(buffer, *prev, a, False)
+                    obs, _, term, trunc, info = env.step(a)
+                    cost = float(info["safety"]["cost"])
+                    nxt = info["safety"]["features"].copy()
+                    st["violating_steps"] += cost
+                    violated |= cost > 0
+                    done = term or trunc or cost > 0  # a violation ends the risk episode
+                    prev = (feat, a, cost, nxt)
+                    feat = nxt
+                    st["transitions"] += 1
+                if prev is not None:
+                    _add(buffer, *prev, prev[1], True)
+                st["episodes"] += 1
+                st["violating_episodes"] += violated
+            stats[name] = st
+    finally:
+        env.close()
+    return stats
+
+
+def _add(
+    buf: ReplayBuffer,
+    feat: np.ndarray,
+    act: np.ndarray,
+    cost: float,
+    nxt: np.ndarray,
+    next_act: np.ndarray,
+    end: bool,
+) -> None:
+    buf.add(
+        {"features": feat, "act": act},
+        act,
+        cost,
+        {"features": nxt, "act": next_act},
+        terminated=end or cost > 0,
+        truncated=False,
+    )
+
+
+def pretrain_critic(
+    task: str,
+    out: str | os.PathLike[str],
+    *,
+    episodes: int = 60,
+    updates: int = 4000,
+    policies: Iterable[str] = ("expert", "careless", "random", "adversarial"),
+    task_keys: Iterable[str] = (),
+    cfg: SafetyCriticConfig | None = None,
+    env_kwargs: Mapping[str, Any] | None = None,
+    seed: int = 0,
+    progress: bool = True,
+) -> tuple[SafetyCritic, ReplayBuffer, dict[str, Any]]:
+    """Collect ``episodes`` per scripted policy on ``task`` (the expert for safe data, the
+    risky ones of :data:`sim.risky_policy.RISKY_POLICIES`), fit the critic, export it to
+    ``out``. Returns the critic, its data and statistics (data, final loss, export path)."""
+    import sim
+    from sim.risky_policy import RISKY_POLICIES
+
+    rng = np.random.default_rng(seed)
+    factories: dict[str, Any] = {}
+    for name in policies:
+        if name == "expert":
+            factories[name] = lambda env: sim.make_expert(task, env)
+        elif name in RISKY_POLICIES:
+            factories[name] = lambda env, f=RISKY_POLICIES[name]: f(env, rng)
+        else:
+            raise ValueError(
+                f"unknown policy {name!r}; available: expert, {sorted(RISKY_POLICIES)}"
+            )
+    keys = tuple(task_keys)
+    kw = {**(env_kwargs or {}), "safety": "monitor", "safety_kwargs": {"task_keys": keys}}
+    probe = sim.make(task, **kw)
+    names = list(probe.guard.feature_names)
+    obs_dim = probe.guard.features().shape[0]
+    probe.close()
+    buf = risk_buffer(episodes * len(factories) * 150, obs_dim, 7)
+    stats = collect_risk_data(
+        lambda: sim.make(task, **kw), factories, episodes, buf, seed=seed, progress=progress
+    )
+    critic = SafetyCritic(obs_dim, 7, cfg, feature_names=names, seed=seed)
+    critic.set_normalization(buf.obs["features"][: len(buf)])
+    logs = critic.fit(buf, updates, rng, progress=progress)
+    path = critic.export(out)
+    return critic, buf, {"data": stats, **logs, "critic": str(path)}
+
+
+class OnlineRiskLearner:
+    """Online updates of a pre-trained critic from the transitions guarded envs report.
+
+    Attach to an env's :class:`sim.safety_guard.SafetyGuard` (``attach(env.guard)``): every
+    finished step arrives as ``(s, a, c, s', done)`` and is stored in a risk replay buffer
+    (the repo's :class:`~robotrl.datasets.ReplayBuffer`) together with the next step's action;
+    every ``update_every`` transitions, ``updates`` gradient steps run and the new weights are
+    loaded into every attached reflex. Transitions in which the reflex had to step in after the
+    first tick are skipped: their cost reflects the reflex's protection, not the action's risk.
+
+    Args:
+        critic: the pre-trained :class:`SafetyCritic`. capacity: buffer size.
+        prefill: transitions (e.g. the offline data) to start the buffer with.
+        update_every, updates: schedule. seed: sampling RNG.
+    """
+
+    def __init__(
+        self,
+        critic: SafetyCritic,
+        capacity: int = 100_000,
+        prefill: ReplayBuffer | None = None,
+        update_every: int = 200,
+        updates: int = 50,
+        seed: int = 0,
+    ) -> None:
+        self.critic = critic
+        self.buffer = prefill or risk_buffer(capacity, critic.obs_dim, critic.act_dim)
+        self.update_every, self.updates = int(update_every), int(updates)
+        self.rng = np.random.default_rng(seed)
+        self.guards: list[Any] = []
+        self._pending: dict[int, tuple[np.ndarray, np.ndarray, float, np.ndarray]] = {}
+        self.received = 0
+        self.skipped = 0
+        self.logs: dict[str, float] = {}
+
+    def attach(self, guard: Any) -> None:
+        """Receive ``guard``'s transitions and push new weights into its reflex."""
+        gid = len(self.guards)
+        self.guards.append(guard)
+        guard.on_transition = functools.partial(self._receive, gid)
+
+    def _receive(
+        self,
+        gid: int,
+        feat: np.ndarray,
+        act: np.ndarray,
+        cost: float,
+        nxt: np.ndarray,
+        done: bool,
+        mid_step_reflex: bool,
+    ) -> None:
+        prev = self._pending.pop(gid, None)
+        if prev is not None:
+            _add(self.buffer, *prev, act, False)
+        if mid_step_reflex:
+            self.skipped += 1
+            return
+        item = (feat.copy(), np.asarray(act, np.float32).copy(), float(cost), nxt.copy())
+        if done or cost > 0:
+            _add(self.buffer, *item, item[1], True)
+        else:
+            self._pending[gid] = item
+        self.received += 1
+        if self.received % self.update_every == 0:
+            self.logs = self.critic.fit(self.buffer, self.updates, self.rng, progress=False)
+            weights = self.critic.weights()
+            for g in self.guards:
+                g.reflex.critic.load(weights)

@@ -1,0 +1,278 @@
+"""Per-tick safety of the simulated arm: constraint costs measured at the physics rate and,
+optionally, the safety reflex evaluated at ``reflex_hz`` (``sim.make(task, safety=...)``).
+
+``safety="monitor"``: every physics tick (500 Hz) the contact force the robot exerts on the
+fixed surroundings (the sum of contact force magnitudes between the arm, hand and fingers, or
+an object the task holds rigidly in the hand (:data:`HELD_OBJECTS`), and geoms welded to the
+world, mocap fixtures included: table, hole block), the TCP position and the joint positions
+are checked by :class:`controllers.constraint_cost.ConstraintCost`; the step's cost
+(1 if any tick violated a constraint), the peak force and the reflex features reach
+``info["safety"]``.
+
+``safety="reflex"``: in addition, every ``1 / reflex_hz`` the
+:class:`controllers.reflex.Reflex` evaluates the risk of the commanded action. When it
+intervenes, its recovery action becomes the target (through the deterministic safety filter,
+exactly as a policy action) and, in contact, the stiffness drops to ``stiffness_scale`` x; the
+nominal stiffness returns at the first policy step whose action the critic finds safe. The
+substituted target holds until the next policy step.
+
+Reflex features (O = 10 + task keys), all measurable on hardware (:data:`FEATURES`):
+TCP position [m] and linear velocity [m/s] (base frame), external force at the wrist [N]
+(base frame), gripper opening [m], then the task observation keys in ``task_keys``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import mujoco
+import numpy as np
+
+from controllers.constraint_cost import CONSTRAINTS, ConstraintCost
+from controllers.reflex import Reflex, RiskMLP
+from controllers.rotations import rotvec_to_mat
+
+MODES = ("monitor", "reflex")
+FEATURES = (("ee_pos", 3), ("ee_vel", 3), ("force", 3), ("gripper", 1))
+REFLEX_HZ = 500.0  # every physics tick
+# Objects that start in the hand and stay there: their contacts count as the robot's. A cube
+# the gripper squeezes on the table does not count (the squeeze loads the cube-table contact
+# with a few hundred N in sim even for the expert's grasp).
+HELD_OBJECTS: dict[str, tuple[str, ...]] = {"peg_insert": ("peg",)}
+
+
+class SafetyGuard:
+    """Runs an env's physics ticks of one control step with constraint monitoring and reflex.
+
+    Args:
+        env: the :class:`sim.env.PandaEnv` it belongs to.
+        mode: ``"monitor"`` or ``"reflex"``.
+        critic: path of the exported risk critic (``.npz``); required for ``"reflex"``.
+        threshold: eps_safe override (default: the export's).
+        stiffness_scale: stiffness multiplier while the reflex intervenes.
+        reflex_hz: reflex evaluation rate [Hz]; must divide the physics rate.
+        force_limit: contact force limit [N] of the constraint cost.
+        task_keys: task observation keys appended to the features (e.g. ``("hole_pos",)``).
+        recovery: how the reflex picks its recovery action (:data:`controllers.reflex.RECOVERIES`).
+    """
+
+    def __init__(
+        self,
+        env: Any,
+        mode: str = "monitor",
+        critic: str | None = None,
+        threshold: float | None = None,
+        stiffness_scale: float = 0.25,
+        reflex_hz: float = REFLEX_HZ,
+        force_limit: float | None = None,
+        task_keys: Sequence[str] = (),
+        recovery: str = "min_risk",
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"safety mode must be one of {MODES}, got {mode!r}")
+        self.env, self.mode = env, mode
+        m = env.model
+        self._tcp = m.site("tcp").id
+        kw = {} if force_limit is None else {"force_limit": force_limit}
+        self.cost = ConstraintCost(env.safety.workspace_low, env.safety.workspace_high, **kw)
+        self.task_keys = tuple(task_keys)
+        sizes = env.task.observation_sizes()
+        for k in self.task_keys:
+            if k not in sizes:
+                raise ValueError(f"unknown task key {k!r}; the task observes {sorted(sizes)}")
+        self.feature_names = [n for n, _ in FEATURES] + [f"task/{k}" for k in self.task_keys]
+        self._feat = np.zeros(sum(n for _, n in FEATURES) + sum(sizes[k] for k in task_keys))
+        self._vel6 = np.zeros(6)
+        self._cf = np.zeros(6)
+        body = m.geom_bodyid
+        self._static = (m.body_weldid[body] == 0) | (m.body_mocapid[body] >= 0)
+        robot_root = m.body_rootid[m.body("hand").id]
+        held = [m.body(n).id for n in HELD_OBJECTS.get(env.task.name, ())]
+        self._robot = (m.body_rootid[body] == robot_root) | np.isin(body, held)
+        self.reflex: Reflex | None = None
+        self.ticks_per_eval = 1
+        if mode == "reflex":
+            if critic is None:
+                raise ValueError("safety='reflex' needs critic=<path of an exported .npz>")
+            mlp = RiskMLP.from_file(critic)
+            if mlp.feature_names and mlp.feature_names != self.feature_names:
+                raise ValueError(
+                    f"critic was trained on features {mlp.feature_names}, "
+                    f"this env computes {self.feature_names} (set task_keys to match)"
+                )
+            if mlp.obs_dim != self._feat.shape[0]:
+                raise ValueError(f"critic expects {mlp.obs_dim} features, got {self._feat.shape}")
+            self.reflex = Reflex(
+                mlp, threshold=threshold, stiffness_scale=stiffness_scale, recovery=recovery
+            )
+            ticks = env.n_substeps * env.control_hz / reflex_hz
+            if ticks < 1 or abs(ticks - round(ticks)) > 1e-6:
+                raise ValueError(f"reflex_hz must divide the physics rate, got {reflex_hz}")
+            self.ticks_per_eval = round(ticks)
+        self._cmd = np.zeros(7)
+        self._nominal_k: np.ndarray | None = None  # stiffness before the reflex lowered it
+        self._feat_start = np.zeros_like(self._feat)
+        self._exec_first = np.zeros(7)
+        self._mid_step = False
+        # (s, a, c, s', done, reflex stepped in after the first tick) per finished step
+        self.on_transition: Callable[..., None] | None = None
+        self.counts = {
+            "steps": 0,
+            "violation_steps": 0,
+            "reflex_steps": 0,
+            "reflex_ticks": 0,
+            **{f"violation_{k}": 0 for k in CONSTRAINTS},
+        }
+
+    # ------------------------------------------------------------------ features
+    def features(self) -> np.ndarray:
+        """(O,) reflex features of the current state (an internal buffer)."""
+        env, d, f = self.env, self.env.data, self._feat
+        f[0:3] = d.site_xpos[self._tcp]
+        mujoco.mj_objectVelocity(env.model, d, mujoco.mjtObj.mjOBJ_SITE, self._tcp, self._vel6, 0)
+        f[3:6] = self._vel6[3:]  # linear part, world frame
+        f[6:9] = env.external_wrench()[:3]
+        f[9] = d.qpos[env._finger_qadr].sum()
+        if self.task_keys:
+            obs = env.task.observe(d)
+            i = 10
+            for k in self.task_keys:
+                v = np.ravel(obs[f"state/{k}"])
+                f[i : i + v.shape[0]] = v
+                i += v.shape[0]
+        return f
+
+    def contact_force(self) -> float:
+        """Sum of contact force magnitudes [N] between the robot (and a held object) and the
+        fixed surroundings (current contacts)."""
+        m, d, static, robot, cf = (
+            self.env.model, self.env.data, self._static, self._robot, self._cf
+        )  # fmt: skip
+        total = 0.0
+        for i in range(d.ncon):
+            con = d.contact[i]
+            g1, g2 = con.geom1, con.geom2
+            if (static[g1] and robot[g2]) or (static[g2] and robot[g1]):
+                mujoco.mj_contactForce(m, d, i, cf)
+                total += float(np.sqrt(cf[0] * cf[0] + cf[1] * cf[1] + cf[2] * cf[2]))
+        return total
+
+    # ------------------------------------------------------------------ episode / step
+    def reset(self) -> None:
+        """Episode start (after the env's reset): features of the initial state."""
+        if self.reflex is not None:
+            self.reflex.intervening = False
+        np.copyto(self._feat_start, self.features())
+
+    def run(self, action: np.ndarray | None, flags: dict[str, Any]) -> None:
+        """The physics ticks of one control step for ``action`` (7,) (None: non-finite, held
+        by the filter); merges what happened into ``flags`` (the step's ``info["safety"]``)."""
+        env = self.env
+        m, d = env.model, env.data
+        if action is None:
+            self._cmd[:] = 0.0
+        else:
+            np.copyto(self._cmd, action)
+        np.copyto(self._exec_first, self._cmd)
+        self._mid_step = False
+        step_cost, force_max, risk_max, reflex_ticks = 0, 0.0, 0.0, 0
+        fired = dict.fromkeys(CONSTRAINTS, False)
+        held = False  # the reflex replaced this step's target
+        for tick in range(env.n_substeps):
+            if self.reflex is not None and tick % self.ticks_per_eval == 0:
+                feats = self.features()
+                cmd = self._cmd if not held else self.reflex.action
+                if self.reflex.tick(feats, cmd, feats[6:9]):
+                    reflex_ticks += 1
+                    if not held:
+                        self._retarget(self.reflex.action, flags)
+                        held = True
+                        if tick == 0:
+                            np.copyto(self._exec_first, self.reflex.action)
+                        else:
+                            self._mid_step = True
+                    if self.reflex.soften:
+                        self._lower_stiffness()
+                elif tick == 0:
+                    self._restore_stiffness()
+                risk_max = max(risk_max, self.reflex.risk)
+            self._physics_tick(m, d, flags)
+            force = self.contact_force()
+            step_cost |= self.cost.check(d.site_xpos[self._tcp], force, d.qpos[env._arm_qadr])
+            force_max = max(force_max, force)
+            for k, v in self.cost.last.items():
+                fired[k] = fired[k] or v
+        mujoco.mj_forward(m, d)
+        c = self.counts
+        c["steps"] += 1
+        c["violation_steps"] += step_cost
+        for k, v in fired.items():
+            c[f"violation_{k}"] += int(v)
+            flags[f"violation_{k}"] = v
+        c["reflex_steps"] += int(reflex_ticks > 0)
+        c["reflex_ticks"] += reflex_ticks
+        flags.update(
+            cost=step_cost,
+            force_max=force_max,
+            reflex=reflex_ticks > 0,
+            reflex_ticks=reflex_ticks,
+            risk=risk_max,
+            stiffness_lowered=self._nominal_k is not None,
+        )
+
+    def finish(self, info: dict[str, Any], done: bool) -> None:
+        """After the env has its ``info``: attach the end features, report the transition."""
+        feats = self.features().copy()
+        info["safety"]["features"] = feats
+        if self.on_transition is not None:
+            self.on_transition(
+                self._feat_start,
+                self._exec_first,
+                info["safety"]["cost"],
+                feats,
+                done,
+                self._mid_step,
+            )
+        np.copyto(self._feat_start, feats)
+
+    # ------------------------------------------------------------------ helpers
+    def _physics_tick(self, m: mujoco.MjModel, d: mujoco.MjData, flags: dict[str, Any]) -> None:
+        env = self.env
+        if env.controller_name == "native":
+            mujoco.mj_step(m, d)
+            return
+        mujoco.mj_step1(m, d)
+        s = env._read_state()
+        filt = env.safety
+        d.ctrl[env._torque_act] = filt.filter_torque(env.controller.compute(s), s.q, s.dq)
+        mujoco.mj_step2(m, d)
+        for key, value in filt.last_flags.items():
+            flags[key] = flags.get(key, False) or value
+
+    def _retarget(self, action: np.ndarray, flags: dict[str, Any]) -> None:
+        """Target from ``action`` relative to the current TCP pose, through the safety filter."""
+        env, d = self.env, self.env.data
+        ee_pos = d.site_xpos[self._tcp].copy()
+        ee_rot = d.site_xmat[self._tcp].reshape(3, 3).copy()
+        pos = ee_pos + np.clip(action[:3], -1, 1) * env.max_dpos
+        rot = rotvec_to_mat(np.clip(action[3:6], -1, 1) * env.max_drot) @ ee_rot
+        pos, rot = env.safety.filter_target(pos, rot, ee_pos, ee_rot)
+        env._target_rot[:] = rot
+        env.controller.set_target(pos, rot)
+        for key, value in env.safety.last_flags.items():
+            flags[key] = flags.get(key, False) or value
+
+    def release(self) -> None:
+        """Give the controller back the stiffness the reflex lowered (if it did)."""
+        self._restore_stiffness()
+
+    def _lower_stiffness(self) -> None:
+        if self._nominal_k is None and self.reflex is not None:
+            self._nominal_k = np.array(self.env.controller.stiffness)
+            self.env.controller.set_stiffness(self._nominal_k * self.reflex.stiffness_scale)
+
+    def _restore_stiffness(self) -> None:
+        if self._nominal_k is not None:
+            self.env.controller.set_stiffness(self._nominal_k)
+            self._nominal_k = None

@@ -1,0 +1,117 @@
+"""Safety guard in the env: per-tick constraint costs, the reflex vetoing a ramming policy,
+stiffness lowered in contact and restored, the filter still applied, counts."""
+
+import numpy as np
+import pytest
+from reflex_weights import pushing_down_low_critic
+
+import sim
+from sim.risky_policy import RISKY_POLICIES
+
+RAM = np.array([0.0, 0.0, -1.0, 0.0, 0.0, 0.0, 1.0], np.float32)  # straight down, holding
+
+
+@pytest.fixture(scope="module")
+def critic_path(tmp_path_factory):
+    path = tmp_path_factory.mktemp("reflex") / "critic.npz"
+    np.savez(path, **pushing_down_low_critic(z_limit=0.16))
+    return str(path)
+
+
+def _ram(env, steps: int = 60, seed: int = 0) -> list[dict]:
+    env.reset(seed=seed)
+    return [env.step(RAM)[4]["safety"] for _ in range(steps)]
+
+
+def test_default_env_has_only_the_filter() -> None:
+    env = sim.make("peg_insert")
+    env.reset(seed=0)
+    info = env.step(RAM)[4]
+    assert env.guard is None and "cost" not in info["safety"]
+    env.close()
+
+
+@pytest.mark.parametrize("controller", ["native", "impedance"])
+def test_monitor_counts_force_violations_of_a_ramming_policy(controller) -> None:
+    env = sim.make("peg_insert", safety="monitor", controller=controller)
+    infos = _ram(env, steps=60)
+    assert infos[0]["cost"] == 0 and infos[0]["features"].shape == (10,)
+    hits = [s for s in infos if s["violation_force"]]
+    assert len(hits) >= 10  # jammed on the block (or table) at K = 2000 N/m: > 30 N
+    assert max(s["force_max"] for s in infos) > 60.0
+    assert env.guard.counts["violation_force"] == len(hits)
+    assert env.guard.counts["steps"] == 60 and env.guard.counts["reflex_steps"] == 0
+    env.close()
+
+
+def test_reflex_vetoes_ramming_and_nothing_is_violated(critic_path) -> None:
+    env = sim.make("peg_insert", safety="reflex", safety_kwargs={"critic": critic_path})
+    infos = _ram(env, steps=60)
+    assert not any(s["violation_force"] for s in infos)
+    assert max(s["force_max"] for s in infos) < 30.0
+    vetoed = [s for s in infos if s["reflex"]]
+    assert len(vetoed) >= 20 and all(s["risk"] > 0.3 for s in vetoed)
+    assert env.guard.counts["reflex_steps"] == len(vetoed)
+    assert env.guard.reflex.counts["interventions"] >= len(vetoed)
+    # the arm stopped above the limit height instead of descending to the block (TCP ~0.09)
+    assert env.data.site_xpos[env.guard._tcp][2] > 0.12
+    # and every step still went through the deterministic filter (its flags are reported)
+    assert all("step_limited" in s for s in infos)
+    env.close()
+
+
+def test_stiffness_lowered_only_in_contact_and_restored(critic_path) -> None:
+    env = sim.make("peg_insert", safety="reflex", safety_kwargs={"critic": critic_path})
+    nominal = env.controller.stiffness
+    env.reset(seed=0)
+    g = env.guard
+    # free space: the veto holds the arm stiffly (a soft hold would coast further)
+    for _ in range(40):
+        info = env.step(RAM)[4]
+    assert info["safety"]["reflex"] and not info["safety"]["stiffness_lowered"]
+    # in contact (a wall of force measured by the reflex): stiffness drops to 25 %
+    g.reflex.tick(g.features(), RAM, np.array([0.0, 0.0, 20.0]))
+    assert g.reflex.soften
+    g._lower_stiffness()
+    np.testing.assert_allclose(env.controller.stiffness, 0.25 * nominal)
+    env.step(np.array([0, 0, 0.5, 0, 0, 0, 1.0], np.float32))  # a safe command: restored
+    np.testing.assert_allclose(env.controller.stiffness, nominal)
+    g._lower_stiffness()
+    env.reset(seed=1)  # and at every reset
+    np.testing.assert_allclose(env.controller.stiffness, nominal)
+    env.close()
+
+
+def test_reflex_needs_a_matching_critic(critic_path) -> None:
+    with pytest.raises(ValueError, match="needs critic"):
+        sim.make("peg_insert", safety="reflex")
+    with pytest.raises(ValueError, match="trained on features"):
+        sim.make(
+            "peg_insert",
+            safety="reflex",
+            safety_kwargs={"critic": critic_path, "task_keys": ("hole_pos",)},
+        )
+    with pytest.raises(ValueError, match="safety mode"):
+        sim.make("peg_insert", safety="panic")
+
+
+def test_risky_policies_act_in_range_and_expert_is_safe() -> None:
+    env = sim.make("peg_insert", safety="monitor")
+    rng = np.random.default_rng(0)
+    for name, factory in RISKY_POLICIES.items():
+        obs, _ = env.reset(seed=1)
+        policy = factory(env, rng)
+        for _ in range(5):
+            a = policy(obs)
+            assert a.shape == (7,) and np.all(np.abs(a) <= 1.0), name
+            obs = env.step(a)[0]
+    obs, _ = env.reset(seed=2)
+    expert = sim.make_expert("peg_insert", env)
+    done, costs, success = False, 0, False
+    while not done:
+        obs, _, term, trunc, info = env.step(expert(obs))
+        costs += info["safety"]["cost"]
+        success |= info["success"]
+        done = term or trunc
+    assert success and costs == 0
+    env.close()
