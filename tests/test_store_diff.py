@@ -10,7 +10,7 @@ from robotrl.datasets.store_diff import diff_stores
 
 
 def _store(path, *, ee_shift=0.0, reward=1.0, success=True, steps=(3, 2), operator="a"):
-    store = EpisodeStore.create(path, fps=20.0, robot="panda_sim")
+    store = EpisodeStore.create(path, fps=20.0, robot="panda_sim", durable=False)
     for n in steps:
         with store.begin_episode(operator=operator, task="t") as w:
             for k in range(n):
