@@ -9,7 +9,8 @@ deterministic safety filter still applies to
 whatever it outputs. Candidates (rows of the batch):
 
     0  the commanded action a           (its risk decides whether to intervene)
-    1  hold: no motion, a's gripper
+    1  brake: a target behind the TCP's motion, ``-v * brake_time`` (hold when at rest): a hold
+       at the current pose only pulls back once the arm has coasted past it
     2  back off along the measured external force (the direction that relieves it)
     3  move up (+z, base frame)
     4  a slowed to ``slow_fraction``
@@ -32,6 +33,8 @@ import numpy as np
 THRESHOLD = 0.3  # eps_safe when the export carries none
 STIFFNESS_SCALE = 0.25  # stiffness multiplier while the reflex holds the arm
 SLOW_FRACTION = 0.3
+BRAKE_TIME = 0.1  # [s]: the brake target lies where the TCP would be this long ago
+ACTION_SCALE = 0.02  # [m] per action unit (the env's max_dpos)
 NUM_CANDIDATES = 5
 RECOVERIES = ("min_risk", "hold")
 FORCE_DEADBAND = 1.0  # [N]: below it there is no force direction to back off along
@@ -156,7 +159,10 @@ class Reflex:
         threshold: eps_safe; default the critic's exported threshold.
         stiffness_scale: multiplier of the nominal stiffness requested while intervening.
         slow_fraction: scale of the slowed candidate.
-        recovery: ``"min_risk"`` (the candidate of lowest risk) or ``"hold"`` (always row 1).
+        recovery: ``"min_risk"`` (the candidate of lowest risk) or ``"hold"`` (always row 1,
+            brake to a stop).
+        action_scale: TCP translation per action unit [m] (to turn velocity into a brake).
+        brake_time: see the brake candidate [s].
     """
 
     def __init__(
@@ -166,6 +172,8 @@ class Reflex:
         stiffness_scale: float = STIFFNESS_SCALE,
         slow_fraction: float = SLOW_FRACTION,
         recovery: str = "min_risk",
+        action_scale: float = ACTION_SCALE,
+        brake_time: float = BRAKE_TIME,
     ) -> None:
         if recovery not in RECOVERIES:
             raise ReflexError(f"recovery must be one of {RECOVERIES}, got {recovery!r}")
@@ -180,6 +188,11 @@ class Reflex:
                 f"{self.threshold}, {stiffness_scale}"
             )
         self.stiffness_scale = float(stiffness_scale)
+        if not (action_scale > 0 and brake_time >= 0):
+            raise ReflexError(
+                f"expected action_scale > 0, brake_time >= 0, got {action_scale}, {brake_time}"
+            )
+        self._brake_gain = -float(brake_time) / float(action_scale)
         self.slow_fraction = float(slow_fraction)
         self.action = np.zeros(critic.act_dim)  # the action to execute after the last tick
         self.risk = 0.0  # risk of the commanded action at the last tick
@@ -190,15 +203,29 @@ class Reflex:
         self._rows = [cand[j] for j in range(NUM_CANDIDATES)]
         self._motion = [cand[j, :6] for j in range(NUM_CANDIDATES)]
 
-    def tick(self, features: np.ndarray, action: np.ndarray, force: np.ndarray) -> bool:
-        """Evaluate the commanded ``action`` (A,) at ``features`` (O,) with measured external
-        force (3,) [N, base frame]. Returns whether to intervene; :attr:`action` holds the
-        action to execute (the command itself when not intervening)."""
+    def tick(
+        self,
+        features: np.ndarray,
+        action: np.ndarray,
+        force: np.ndarray,
+        velocity: np.ndarray | None = None,
+    ) -> bool:
+        """Evaluate the commanded ``action`` (A,) at ``features`` (O,) with the measured
+        external force (3,) [N] and TCP linear velocity (3,) [m/s] (base frame; None: at rest).
+        Returns whether to intervene; :attr:`action` holds the action to execute (the command
+        itself when not intervening)."""
         c = self.critic
         c.set_features(features)
         rows, motion = self._rows, self._motion
         c.actions[...] = action  # every row starts as the command (keeps its gripper)
         motion[1].fill(0.0)
+        if velocity is not None:
+            r1, g = rows[1], self._brake_gain
+            r1[0], r1[1], r1[2] = (
+                min(1.0, max(-1.0, g * float(velocity[0]))),
+                min(1.0, max(-1.0, g * float(velocity[1]))),
+                min(1.0, max(-1.0, g * float(velocity[2]))),
+            )
         motion[2].fill(0.0)
         fx, fy, fz = float(force[0]), float(force[1]), float(force[2])
         f = math.sqrt(fx * fx + fy * fy + fz * fz)

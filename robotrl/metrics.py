@@ -83,3 +83,39 @@ def read_csv(path: str | Path) -> list[dict[str, Any]]:
     """Rows of a metrics CSV (empty cells dropped, numbers as float)."""
     with Path(path).open() as f:
         return [{k: float(v) for k, v in row.items() if v != ""} for row in csv.DictReader(f)]
+
+
+def log_episodes(
+    episodes: Sequence[Mapping[str, float]], run_dir: str | Path, window: int = 10
+) -> Path | None:
+    """Per-episode training log: ``episodes.csv`` plus ``episodes.png`` (success and
+    intervention rate, each a running mean over ``window`` episodes, against env steps).
+
+    ``episodes`` rows carry ``env_steps``, ``success``, ``length``, ``intervention_rate``.
+    Returns the PNG path (None when there are no episodes).
+    """
+    if not episodes:
+        return None
+    run_dir = Path(run_dir)
+    log = MetricsLogger(run_dir / "episodes.csv")
+    succ: list[float] = []
+    inter: list[float] = []
+    for i, ep in enumerate(episodes):
+        succ.append(float(ep["success"]))
+        inter.append(float(ep.get("intervention_rate", 0.0)))
+        lo = max(0, i + 1 - window)
+        log.log(
+            episode=i,
+            **{k: float(v) for k, v in ep.items()},
+            success_avg=sum(succ[lo:]) / len(succ[lo:]),
+            intervention_rate_avg=sum(inter[lo:]) / len(inter[lo:]),
+        )
+    return log.plot(
+        run_dir / "episodes.png",
+        "env_steps",
+        [["success_avg"], ["intervention_rate_avg"]],
+        titles=[
+            f"training-episode success (mean of {window})",
+            f"intervention rate (mean of {window} episodes)",
+        ],
+    )

@@ -205,7 +205,12 @@ def write_report(
         "## Curves",
         "",
     ]
-    for title, path in (("BC training", bc.get("plot")), ("Residual RL", rl.get("plot"))):
+    curves = (
+        ("BC training", bc.get("plot")),
+        ("Residual RL evaluations", rl.get("plot")),
+        ("Residual RL training episodes", rl.get("episodes_plot")),
+    )
+    for title, path in curves:
         if path:
             lines += [f"![{title}]({_rel(path, run_dir)})", ""]
     lines += ["## Videos", ""]

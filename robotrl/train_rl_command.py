@@ -18,7 +18,7 @@ from robotrl.algos.hil import DeviceIntervener, ScriptedHuman
 from robotrl.algos.residual import ResidualAgent, ResidualConfig, StateFeaturizer, save_agent
 from robotrl.algos.residual_training import TrainConfig, demo_buffer, train_residual
 from robotrl.datasets import EpisodeStore, compute_stats
-from robotrl.metrics import MetricsLogger
+from robotrl.metrics import MetricsLogger, log_episodes
 from robotrl.policy_env import env_kwargs, with_backend
 from robotrl.run import make_run_dir, save_config
 from robotrl.video import write_mp4
@@ -195,6 +195,7 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
             human.device.stop()
     ckpt = save_agent(result.agent, run_dir / "checkpoint", meta_ckpt)
     plot = _plot(logger, run_dir)
+    episodes_plot = log_episodes(result.episodes, run_dir)
     videos = (
         _video(result.agent, base, featurizer, task, kw, run_dir, 100_000, te) if cfg.videos else []
     )
@@ -222,6 +223,7 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
         else 0.0,
         "checkpoint": str(ckpt),
         "plot": plot,
+        "episodes_plot": str(episodes_plot) if episodes_plot else None,
         "videos": videos,
         "run_dir": str(run_dir),
     }

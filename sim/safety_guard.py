@@ -104,7 +104,11 @@ class SafetyGuard:
             if mlp.obs_dim != self._feat.shape[0]:
                 raise ValueError(f"critic expects {mlp.obs_dim} features, got {self._feat.shape}")
             self.reflex = Reflex(
-                mlp, threshold=threshold, stiffness_scale=stiffness_scale, recovery=recovery
+                mlp,
+                threshold=threshold,
+                stiffness_scale=stiffness_scale,
+                recovery=recovery,
+                action_scale=env.max_dpos,
             )
             ticks = env.n_substeps * env.control_hz / reflex_hz
             if ticks < 1 or abs(ticks - round(ticks)) > 1e-6:
@@ -183,7 +187,7 @@ class SafetyGuard:
             if self.reflex is not None and tick % self.ticks_per_eval == 0:
                 feats = self.features()
                 cmd = self._cmd if not held else self.reflex.action
-                if self.reflex.tick(feats, cmd, feats[6:9]):
+                if self.reflex.tick(feats, cmd, feats[6:9], feats[3:6]):
                     reflex_ticks += 1
                     if not held:
                         self._retarget(self.reflex.action, flags)

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
@@ -21,9 +21,18 @@ def _filter() -> SafetyFilter:
     return f
 
 
+NAN3, INF3, HUGE3 = np.full(3, np.nan), np.full(3, np.inf), np.full(3, 1e300)
+NAN33, INF33, HUGE33 = np.full((3, 3), np.nan), np.full((3, 3), -np.inf), np.full((3, 3), 1e300)
+
+
 @settings(max_examples=300, deadline=None)
 @given(arrays(float, 3, elements=wild), arrays(float, (3, 3), elements=wild),
        arrays(float, 3, elements=wild), arrays(float, (3, 3), elements=wild))  # fmt: skip
+# the corner cases always run, whatever hypothesis draws: all-NaN, all-inf, all-huge
+@example(NAN3, NAN33, NAN3, NAN33)
+@example(INF3, INF33, -INF3, INF33)
+@example(HUGE3, HUGE33, -HUGE3, HUGE33)
+@example(-HUGE3, np.eye(3), NAN3, np.eye(3))
 def test_targets_always_inside_workspace_and_step(pos, rot, cur_pos, cur_rot) -> None:
     f = _filter()
     prev_pos, prev_rot = np.array([0.5, 0.0, 0.4]), np.diag([1.0, -1.0, -1.0])
@@ -40,6 +49,10 @@ def test_targets_always_inside_workspace_and_step(pos, rot, cur_pos, cur_rot) ->
 @settings(max_examples=500, deadline=None)
 @given(arrays(float, 7, elements=wild), arrays(float, 7, elements=wild),
        arrays(float, 7, elements=wild))  # fmt: skip
+@example(np.full(7, np.nan), np.full(7, np.nan), np.full(7, np.nan))
+@example(np.full(7, np.inf), panda.Q_HOME, np.full(7, -np.inf))
+@example(np.full(7, 1e300), np.full(7, -1e300), np.full(7, 1e300))
+@example(np.full(7, -1e300), panda.Q_MAX + 1.0, np.zeros(7))
 def test_torques_always_finite_and_within_limits(tau, q, dq) -> None:
     f = _filter()
     out = f.filter_torque(tau, q, dq)

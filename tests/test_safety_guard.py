@@ -65,10 +65,11 @@ def test_stiffness_lowered_only_in_contact_and_restored(critic_path) -> None:
     nominal = env.controller.stiffness
     env.reset(seed=0)
     g = env.guard
-    # free space: the veto holds the arm stiffly (a soft hold would coast further)
-    for _ in range(40):
+    # free space: the first veto brakes the arm stiffly (a soft hold would coast further)
+    info = env.step(RAM)[4]
+    while not info["safety"]["reflex"]:
         info = env.step(RAM)[4]
-    assert info["safety"]["reflex"] and not info["safety"]["stiffness_lowered"]
+    assert not info["safety"]["stiffness_lowered"]
     # in contact (a wall of force measured by the reflex): stiffness drops to 25 %
     g.reflex.tick(g.features(), RAM, np.array([0.0, 0.0, 20.0]))
     assert g.reflex.soften
