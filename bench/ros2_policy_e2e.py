@@ -2,6 +2,10 @@
 checkpoint for N episodes; success is compared with the in-process evaluation of the same
 checkpoint on the same seeds.
 
+``--lockstep``: the sim robot steps one control period per equilibrium pose it receives and the
+bridge and policy node wait for its answer (sim time), so machine load cannot change what the
+policy sees; without it the sim runs in real time and the nodes pace by the wall clock.
+
 Processes (ROS 2 style command lines, as the launch files start them):
 ``robotrl-sim-robot`` (real-time MuJoCo arm on the ``sim`` profile's franka_ros2 topics, state
 at ``--state-hz``), ``robotrl-bridge`` (actions -> safety filter -> equilibrium pose, stale-state
@@ -70,6 +74,8 @@ def over_dds(args: argparse.Namespace) -> dict:
     env.setdefault("OMP_NUM_THREADS", "1")
     p = "-p"
     common = [p, "profile:=sim"]
+    if args.lockstep:  # every node in lockstep: the sim steps once per equilibrium pose
+        common += [p, "lockstep:=true"]
     sim_robot = subprocess.Popen(
         [
             "robotrl-sim-robot",
@@ -81,6 +87,7 @@ def over_dds(args: argparse.Namespace) -> dict:
             f"state_hz:={args.state_hz}",
             p,
             f"seed:={args.seed}",
+            *([p, "lockstep_on:=equilibrium_pose"] if args.lockstep else []),
         ],
         env=env,
         stdout=subprocess.PIPE,
@@ -147,6 +154,11 @@ def main() -> None:
     # get starved for 100-360 ms at times (measured: watchdog holds, failed episodes).
     ap.add_argument("--state-hz", type=float, default=100.0)
     ap.add_argument("--timeout", type=float, default=0.2, help="watchdog bound [s]")
+    ap.add_argument(
+        "--lockstep",
+        action="store_true",
+        help="sim robot steps one control period per equilibrium pose (sim time, not wall)",
+    )
     ap.add_argument("--skip-in-process", action="store_true")
     args = ap.parse_args()
 
@@ -163,6 +175,7 @@ def main() -> None:
         "episodes": args.episodes,
         "seeds": [args.seed, args.seed + args.episodes - 1],
         "state_hz": args.state_hz,
+        "mode": "lockstep" if args.lockstep else "real time",
         "in_process": ref,
         "dds": dds,
     }

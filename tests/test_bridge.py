@@ -81,22 +81,25 @@ def test_kill_holds_within_50_ms_and_restart_resumes() -> None:
         # the robot is up: fresh state for a while, actions applied
         assert _wait(lambda: not node.watchdog.held, 60.0), node.watchdog.reason
         assert _wait(lambda: action.matched_count() == 1, 10.0)
-        for _ in range(5):
+        end = time.monotonic() + 5.0  # until discovery has matched every endpoint
+        while len(poses) < 5 and time.monotonic() < end:
             action.publish(push)
             time.sleep(0.05)
-        assert _wait(lambda: node.stats.applied >= 5, 2.0)
-        assert _wait(lambda: len(poses) >= 5, 2.0)
+        assert len(poses) >= 5 and node.stats.applied >= 5
         for _ in range(50):  # a moment without a (load-induced) hold before the kill
             if _wait(lambda: node.watchdog.held, 0.3) is False:
                 break
 
         sim_proc.send_signal(signal.SIGKILL)
         t_kill = time.monotonic()
-        _wait(lambda: node.watchdog.held, 1.0)
-        latency = time.monotonic() - t_kill
         sim_proc.wait()
+        time.sleep(0.5)
+        # the hold that lasts: it started at most 50 ms after the kill (a load-induced hold
+        # already under way at the kill, never lifted since, counts from its own start)
+        final = node.watchdog.state.events[-1]
+        latency = final.start - t_kill
         print(f"kill -> hold: {latency * 1e3:.1f} ms (bound {TIMEOUT_S * 1e3:.0f} ms)")
-        assert node.watchdog.held and latency < 0.05
+        assert node.watchdog.held and final.end is None and latency < 0.05
         reason = node.watchdog.reason
         assert f"ms old > {TIMEOUT_S * 1e3:.0f} ms bound" in reason
         assert _wait(lambda: f"hold: {reason}" in status, 1.0)

@@ -32,6 +32,7 @@ from hardware.ros2 import messages as m
 from hardware.ros2.commander import Commander, StateWatchdog
 from hardware.ros2.config import BridgeConfig, ConfigError
 from hardware.ros2.observation import StateCache
+from hardware.ros2.robot_env import LOCKSTEP_TIMEOUT_S
 from hardware.ros2.transport import SENSOR_QOS, Transport
 
 log = logging.getLogger(__name__)
@@ -78,9 +79,10 @@ class BridgeNode:
             workspace_high=cfg.workspace_high,
             stiffness=cfg.stiffness or None,
         )
+        # a lockstep sim robot publishes state only when commanded: bound its answer instead
         self.watchdog = StateWatchdog(
             self.cache,
-            cfg.state_timeout_s,
+            LOCKSTEP_TIMEOUT_S if cfg.lockstep else cfg.state_timeout_s,
             on_hold=self._on_hold,
             on_resume=self.commander.resync,
             status=transport,
@@ -118,6 +120,10 @@ class BridgeNode:
             self.stats.refused += 1
             return False
         latest = self.cache.latest()
+        end = time.monotonic() + (2.0 if self.cfg.lockstep else 0.0)
+        while latest is None and time.monotonic() < end:  # lockstep: the reset state may lag
+            time.sleep(0.005)
+            latest = self.cache.latest()
         if latest is None:
             self.stats.refused += 1
             return False

@@ -122,10 +122,11 @@ class Commander:
             pos, rot = a[:3], np.full((3, 3), np.nan)
         pos, rot = self.safety.filter_target(pos, rot, cur_pos, cur_rot)  # always last
         self.target = (pos, rot)
-        self._publish_pose(pos, rot)
+        # gripper first: a lockstep sim robot steps on the pose and must have the width by then
         if finite and self._gripper is not None:
             self.width = float((1.0 - a[6]) * panda.FINGER_TRAVEL)
             self._gripper.publish(m.Float64MultiArray(data=[self.width]))
+        self._publish_pose(pos, rot)
         self.commands += 1
         return dict(self.safety.last_flags)
 

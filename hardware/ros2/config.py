@@ -91,6 +91,9 @@ class BridgeConfig(NodeConfig):
         stiffness: (6,) Cartesian stiffness [N/m x3, Nm/rad x3] sent on ``impedance_params``;
             empty: leave the robot's own.
         max_episode_steps: truncation horizon of the env.
+        lockstep: the robot is a sim robot stepping once per command (``lockstep: true,
+            lockstep_on: equilibrium_pose``): it publishes state only after a step, so the
+            state-age watchdog is off and each env step waits for the robot's answer.
     """
 
     NODE_NAME: ClassVar[str] = "robotrl_bridge"
@@ -105,6 +108,7 @@ class BridgeConfig(NodeConfig):
     workspace_high: tuple[float, ...] = (0.8, 0.45, 0.7)
     stiffness: tuple[float, ...] = ()
     max_episode_steps: int = 200
+    lockstep: bool = False
 
     def validate(self) -> None:
         _positive(self, "control_hz", "state_timeout_s", "torque_hz", "max_dpos", "max_drot")
@@ -277,6 +281,9 @@ class SimRobotConfig(NodeConfig):
             right after (deterministic, as fast as the loop allows); False: physics runs in
             real time tracking the latest ``equilibrium_pose``.
         max_dpos, max_drot: action scale of lockstep ``action`` messages [m, rad].
+        lockstep_on: what a lockstep step consumes: ``action`` (a normalised action, applied
+            as ``sim/env.py`` does) or ``equilibrium_pose`` (one control period of physics
+            tracking the pose, after the newest ``gripper_command``: the bridge's commands).
     """
 
     NODE_NAME: ClassVar[str] = "robotrl_sim_robot"
@@ -293,9 +300,14 @@ class SimRobotConfig(NodeConfig):
     lockstep: bool = False
     max_dpos: float = 0.02
     max_drot: float = 0.1
+    lockstep_on: str = "action"
 
     def validate(self) -> None:
         _positive(self, "control_hz", "state_hz", "camera_hz", "max_dpos", "max_drot")
+        if self.lockstep_on not in ("action", "equilibrium_pose"):
+            raise ConfigError(
+                f"lockstep_on must be action|equilibrium_pose, got {self.lockstep_on!r}"
+            )
         if len(self.image_size) != 2 or min(self.image_size) < 1:
             raise ConfigError(f"image_size must be (H, W) > 0, got {self.image_size}")
 

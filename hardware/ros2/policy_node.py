@@ -99,6 +99,7 @@ class PolicyNode:
             state_timeout_s=cfg.state_timeout_s,
             max_episode_steps=cfg.max_episode_steps,
             task_sizes=task_sizes(task) if task else None,
+            lockstep=cfg.lockstep,
         )
         missing = sorted(set(self.runner.runner.keys) - set(self.env.observation_space.spaces))
         if missing:

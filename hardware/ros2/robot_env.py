@@ -49,6 +49,7 @@ ARM_OBS_SIZES = {
     "gripper": 1,
 }
 COMMANDS = ("equilibrium_pose", "action")
+LOCKSTEP_TIMEOUT_S = 10.0  # lockstep: a robot that does not answer a command within this holds
 
 
 class RobotEnvError(RuntimeError):
@@ -73,6 +74,10 @@ class RosRobotEnv(gym.Env):
         cameras: camera names (``images/<name>`` from the profile's Image topics).
         terminate_on_success: end the episode when the ``episode`` message reports success.
         reset_timeout_s: how long a reset waits for the robot's acknowledgement [s].
+        lockstep: the robot is a sim robot stepping once per command (``lockstep_on:
+            equilibrium_pose``): a step waits for its answer (the ``episode`` message and the
+            state of that stamp) instead of the wall clock, and the watchdog bound becomes
+            :data:`LOCKSTEP_TIMEOUT_S` (state only changes when commanded).
     """
 
     metadata = {"render_modes": []}  # noqa: RUF012 - gym API
@@ -96,6 +101,7 @@ class RosRobotEnv(gym.Env):
         image_size: tuple[int, int] = (96, 96),
         terminate_on_success: bool = True,
         reset_timeout_s: float = 10.0,
+        lockstep: bool = False,
     ) -> None:
         if command not in COMMANDS:
             raise ValueError(f"command must be one of {COMMANDS}, got {command!r}")
@@ -111,6 +117,7 @@ class RosRobotEnv(gym.Env):
         self.max_episode_steps = int(max_episode_steps)
         self.terminate_on_success = terminate_on_success
         self.reset_timeout_s = float(reset_timeout_s)
+        self.lockstep = lockstep
         self.task_sizes = dict(task_sizes or {})
         self.cache = StateCache(profile, task_state=bool(self.task_sizes), cameras=cameras)
         self._subs = self.cache.subscribe(transport, SENSOR_QOS)
@@ -130,7 +137,7 @@ class RosRobotEnv(gym.Env):
             self._action_pub = transport.publisher(profile.action, m.Float64MultiArray)
         self.watchdog = StateWatchdog(
             self.cache,
-            state_timeout_s,
+            LOCKSTEP_TIMEOUT_S if lockstep else state_timeout_s,
             on_hold=self._on_hold,
             on_resume=self._on_resume,
             status=transport if command == "equilibrium_pose" else None,
@@ -214,8 +221,15 @@ class RosRobotEnv(gym.Env):
         super().reset(seed=seed)
         self._seed = int(seed) if seed is not None else int(self.np_random.integers(2**31))
         deadline = time.monotonic() + self.reset_timeout_s
-        acked = False
-        while not acked and time.monotonic() < deadline:
+        # every state topic and the episode topic matched first: what a lockstep robot publishes
+        # once per reset must not go out before discovery has connected us
+        while time.monotonic() < deadline and (
+            self._reset_pub.matched_count() == 0 or any(s.matched_count() == 0 for s in self._subs)
+        ):
+            time.sleep(0.01)
+        deadline = time.monotonic() + self.reset_timeout_s
+        acked, obs = False, None
+        while obs is None and time.monotonic() < deadline:
             if self._reset_pub.matched_count() == 0:  # nobody listens (yet): wait
                 time.sleep(0.01)
                 continue
@@ -230,12 +244,21 @@ class RosRobotEnv(gym.Env):
                     ),
                     timeout=min(1.0, max(0.0, deadline - time.monotonic())),
                 )
-        if not acked:
+                stamp = _episode_stamp(self._episode or {})
+            if not acked:
+                continue
+            if self.lockstep:  # the state of the reset stamp, else reset again (same seed)
+                found = self.cache.wait_at(stamp, min(1.0, max(0.0, deadline - time.monotonic())))
+                if found is not None:
+                    obs = {k: found[k] for k in self.observation_space.spaces if k in found}
+            else:
+                obs = self._wait_state(after=time.monotonic())
+        if obs is None:
             raise RobotEnvError(
-                f"no episode message for seed {self._seed} on {self.profile.episode} within "
-                f"{self.reset_timeout_s} s after {self.profile.reset}: is the robot running?"
+                f"no {'state' if acked else 'episode message'} for the reset of seed {self._seed}"
+                f" ({self.profile.reset} -> {self.profile.episode}) within "
+                f"{self.reset_timeout_s} s: is the robot running?"
             )
-        obs = self._wait_state(after=time.monotonic() - 0.0)
         if self.commander is not None:
             self.commander.resync()
         self._steps = 0
@@ -252,6 +275,7 @@ class RosRobotEnv(gym.Env):
         flags: dict[str, bool] = {}
         reason = self.watchdog.check() if not self.watchdog.held else self.watchdog.reason
         refused = bool(reason)
+        sent = time.monotonic()
         if not refused:
             obs_now = self._fresh_obs()
             if obs_now is None:
@@ -263,12 +287,21 @@ class RosRobotEnv(gym.Env):
         if refused:
             self.holds += 1
         self.refused_last = refused
-        # pace to the control rate; a late step starts the next period now
-        delay = self._next_tick - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
-        self._next_tick = max(self._next_tick + self.period, time.monotonic())
-        obs = self._fresh_obs()
+        if self.lockstep and not refused:
+            obs = self._lockstep_answer(sent)
+            if obs is None:
+                refused, reason = (
+                    True,
+                    f"no answer from the lockstep robot in {LOCKSTEP_TIMEOUT_S} s",
+                )
+                self.holds += 1
+        else:
+            # pace to the control rate; a late step starts the next period now
+            delay = self._next_tick - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            self._next_tick = max(self._next_tick + self.period, time.monotonic())
+            obs = self._fresh_obs()
         if obs is None or len(obs) != len(self.observation_space.spaces):
             obs = self._last_obs if self._last_obs is not None else {}
         self._last_obs = obs
@@ -288,10 +321,27 @@ class RosRobotEnv(gym.Env):
         }
         return obs, reward, terminated, truncated, info
 
+    def _lockstep_answer(self, sent: float) -> dict[str, np.ndarray] | None:
+        """The state the lockstep robot published for the command sent at ``sent``."""
+        with self._episode_lock:
+            if not self._episode_lock.wait_for(
+                lambda: self._episode_received > sent, timeout=LOCKSTEP_TIMEOUT_S
+            ):
+                return None
+            stamp = _episode_stamp(self._episode or {})
+        found = self.cache.wait_at(stamp, LOCKSTEP_TIMEOUT_S)
+        if found is None:
+            return None
+        return {k: found[k] for k in self.observation_space.spaces if k in found}
+
     def close(self) -> None:
         self.watchdog.close()
         for sub in self._subs:
             sub.close()
+
+
+def _episode_stamp(ep: dict[str, float]) -> int:
+    return int(ep.get("stamp_sec", -1)) * 1_000_000_000 + int(ep.get("stamp_nanosec", 0))
 
 
 def task_sizes(task: str) -> dict[str, int]:

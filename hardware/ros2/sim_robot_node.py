@@ -87,6 +87,11 @@ class SimRobotNode:
         self._transport = transport
         self._pubs: dict[str, Any] = {}
         self._episode = transport.publisher(self.profile.episode, m.Float64MultiArray)
+        # every state writer exists from the start, so readers match before the first reset (a
+        # lockstep robot publishes the reset state once)
+        obs, _ = self.env.reset(seed=cfg.seed)
+        for topic, msg in state_messages(obs, 0, self.profile, task_keys=self.task_keys).items():
+            self._pubs[topic] = transport.publisher(topic, type(msg))
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._inbox: queue.Queue[tuple[str, Any]] = queue.Queue()
@@ -95,17 +100,18 @@ class SimRobotNode:
         self._n = 0  # lockstep: published steps
         p = self.profile
         transport.subscribe(p.reset, m.Float64MultiArray, lambda msg: self._inbox.put(("r", msg)))
-        if cfg.lockstep:
+        self._target: tuple[np.ndarray, np.ndarray] | None = None
+        self._width: float | None = None
+        self._stiffness: np.ndarray | None = None
+        if cfg.lockstep and cfg.lockstep_on == "action":
             transport.subscribe(
                 p.action, m.Float64MultiArray, lambda msg: self._inbox.put(("a", msg))
             )
         else:
             if not p.equilibrium_pose:
                 raise ValueError(f"profile {p.name!r} has no equilibrium_pose topic")
-            self._target: tuple[np.ndarray, np.ndarray] | None = None
-            self._width: float | None = None
-            self._stiffness: np.ndarray | None = None
-            transport.subscribe(p.equilibrium_pose, m.PoseStamped, self._on_pose, DEFAULT_QOS)
+            on_pose = (lambda msg: self._inbox.put(("p", msg))) if cfg.lockstep else self._on_pose
+            transport.subscribe(p.equilibrium_pose, m.PoseStamped, on_pose, DEFAULT_QOS)
             if p.gripper_command:
                 transport.subscribe(p.gripper_command, m.Float64MultiArray, self._on_gripper)
             if p.impedance_params:
@@ -114,17 +120,23 @@ class SimRobotNode:
                 )
 
     # ------------------------------------------------------------------ command callbacks
-    def _on_pose(self, msg: m.PoseStamped) -> None:
+    @staticmethod
+    def _parse_pose(msg: m.PoseStamped) -> tuple[np.ndarray, np.ndarray] | None:
         p, q = msg.pose.position, msg.pose.orientation
         pos = np.array([p.x, p.y, p.z])
         quat = np.array([q.w, q.x, q.y, q.z])
         norm = float(np.linalg.norm(quat))
         if not (np.isfinite(pos).all() and np.isfinite(quat).all() and norm > 0.5):
             log.warning("ignoring a non-finite or non-unit equilibrium pose")
-            return
-        with self._lock:
-            self._target = (pos, quat_to_mat(quat / norm))
-            self.stats.commands += 1
+            return None
+        return pos, quat_to_mat(quat / norm)
+
+    def _on_pose(self, msg: m.PoseStamped) -> None:
+        target = self._parse_pose(msg)
+        if target is not None:
+            with self._lock:
+                self._target = target
+                self.stats.commands += 1
 
     def _on_gripper(self, msg: m.Float64MultiArray) -> None:
         if len(msg.data) >= 1 and np.isfinite(msg.data[0]):
@@ -154,6 +166,8 @@ class SimRobotNode:
 
     def _reset(self, seed: int, t_ns: int) -> dict[str, np.ndarray]:
         self._seed, self._step = seed, 0
+        with self._lock:  # commands of the last episode do not carry over
+            self._target, self._width, self._stiffness = None, None, None
         obs, _ = self.env.reset(seed=seed)
         self.stats.resets += 1
         self._publish_state(obs, t_ns)
@@ -192,15 +206,53 @@ class SimRobotNode:
             if kind == "r":
                 self._reset(int(msg.data[0]), t)
                 continue
-            obs, reward, term, trunc, info = self.env.step(np.asarray(msg.data, dtype=float))
+            if kind == "a":
+                obs, reward, term, trunc, info = self.env.step(np.asarray(msg.data, dtype=float))
+                success = bool(info["success"])
+            else:  # one control period of physics tracking the commanded pose
+                obs, reward, success, term, trunc = self._pose_step(msg)
             self._step += 1
             self._publish_state(obs, t)
-            self._publish_episode(t, float(reward), bool(info["success"]), term, trunc)
+            self._publish_episode(t, float(reward), success, term, trunc)
+
+    def _pose_step(
+        self, msg: m.PoseStamped
+    ) -> tuple[dict[str, np.ndarray], float, bool, bool, bool]:
+        """Lockstep on ``equilibrium_pose``: what ``PandaEnv.step`` does after its own filter."""
+        env = self.env
+        target = self._parse_pose(msg)
+        with self._lock:
+            width, stiffness, self._stiffness = self._width, self._stiffness, None
+        if target is not None:
+            env.controller.set_target(*target)
+            self.stats.commands += 1
+        if width is not None:
+            env.data.ctrl[env._gripper_act] = 0.5 * width
+        if stiffness is not None:
+            env.controller.set_stiffness(stiffness)
+        self._advance(env.n_substeps)
+        success = bool(env.task.success(env.data))
+        if env.reward_type == "sparse":
+            reward = float(success)
+        else:
+            reward = float(env.task.dense_reward(env.data, env.state.ee_pos))
+        term = bool(success and env.terminate_on_success)
+        trunc = self._step + 1 >= env.max_episode_steps
+        return env._observe(), reward, success, term, trunc
+
+    def _advance(self, ticks: int) -> None:
+        env = self.env
+        if env.controller_name == "native":
+            mujoco.mj_step(env.model, env.data, nstep=ticks)
+        else:
+            self._numpy_ticks(ticks)
+        self.stats.physics_ticks += ticks
+        mujoco.mj_forward(env.model, env.data)
+        env._read_state()
 
     def _run_realtime(self, duration_s: float | None) -> None:
         env, cfg = self.env, self.cfg
         dt = float(env.model.opt.timestep)
-        native = env.controller_name == "native"
         state_period = 1.0 / cfg.state_hz
         control_period = 1.0 / cfg.control_hz
         self._reset(cfg.seed, time.time_ns())
@@ -242,14 +294,8 @@ class SimRobotNode:
                     self.stats.late_ticks += ticks - 5
                     t_phys += (ticks - 5) * dt
                     ticks = 5
-                if native:
-                    mujoco.mj_step(env.model, env.data, nstep=ticks)
-                else:
-                    self._numpy_ticks(ticks)
+                self._advance(ticks)
                 t_phys += ticks * dt
-                self.stats.physics_ticks += ticks
-                mujoco.mj_forward(env.model, env.data)
-                env._read_state()
             if now >= next_state:
                 next_state = max(next_state + state_period, now)
                 self._publish_state(env._observe(), time.time_ns())
