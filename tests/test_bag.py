@@ -138,3 +138,70 @@ def test_rosbag_import_of_a_sim_clock_bag_matches_the_live_recording(tmp_path):
     for key in sorted(keys):
         np.testing.assert_array_equal(imported.get(key), live.get(key), err_msg=key)
     np.testing.assert_allclose(imported.get("timestamp"), live.get("timestamp"), atol=1e-12)
+
+
+@pytest.mark.ros2
+def test_robotrl_bag_record_info_and_play_over_dds(tmp_path, capsys):
+    """The console script: record a publisher's messages from DDS, list them, play them back."""
+    import json
+    import os
+    import random
+    import subprocess
+    import sys
+    import time
+
+    from hardware.ros2.bag import main
+    from hardware.ros2.transport import CycloneTransport, loopback_config
+
+    os.environ.setdefault("CYCLONEDDS_URI", loopback_config())  # before any participant
+    env = {**os.environ, "ROS_DOMAIN_ID": str(random.randint(1, 230))}
+    exe = os.path.join(os.path.dirname(sys.executable), "robotrl-bag")
+    bag = tmp_path / "cli_bag"
+    proc = subprocess.Popen(
+        [exe, "record", str(bag), "--profile", "franka"],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    tr = CycloneTransport(int(env["ROS_DOMAIN_ID"]), "pub")
+    try:
+        pub = tr.publisher("/robotrl/intervention", m.Bool)
+        deadline = time.monotonic() + 5
+        while pub.matched_count() < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert pub.matched_count() == 1, "the recorder never subscribed"
+        for i in range(20):
+            pub.publish(m.Bool(data=i % 2 == 0))
+        time.sleep(0.5)  # delivery
+        proc.terminate()  # SIGTERM: the recorder finishes the bag
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+        tr.close()
+    assert json.loads(out.strip().splitlines()[-1])["counts"]["/robotrl/intervention"] == 20
+
+    capsys.readouterr()
+    assert main(["info", str(bag)]) == 0
+    info = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert info["topics"] == {"/robotrl/intervention": {"type": "Bool", "count": 20}}
+    got = [msg.data for _, _, msg in read_messages(bag)]
+    assert got == [i % 2 == 0 for i in range(20)]
+
+    tr = CycloneTransport(int(env["ROS_DOMAIN_ID"]), "sub")
+    received: list[bool] = []
+    tr.subscribe("/robotrl/intervention", m.Bool, lambda msg: received.append(msg.data))
+    try:
+        played = subprocess.run(
+            [exe, "play", str(bag), "--rate", "0", "--wait-subscribers", "1"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert json.loads(played.stdout.strip().splitlines()[-1])["published"] == 20
+        deadline = time.monotonic() + 5
+        while len(received) < 20 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        tr.close()
+    assert received == got

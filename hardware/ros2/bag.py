@@ -25,6 +25,9 @@ from typing import Any
 from hardware.ros2.topics import TopicProfile
 
 STORAGES = ("sqlite3", "mcap")
+# A writer sees a reader matched before the reader has matched the writer back; samples sent in
+# between are dropped by the reader (measured: the first of 20 lost), so wait a little more.
+DISCOVERY_SETTLE_S = 0.2
 
 
 class BagError(RuntimeError):
@@ -182,21 +185,34 @@ def replay_bag(
     *,
     rate: float = 1.0,
     topics: Sequence[str] | None = None,
+    wait_subscribers: int = 0,
+    wait_timeout_s: float = 10.0,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> int:
     """Publish a bag's messages onto ``transport`` at the bag's timing (``rate`` x speed;
-    ``rate=0`` as fast as possible); returns the number published."""
+    ``rate=0`` as fast as possible); returns the number published. ``wait_subscribers``:
+    first wait (up to ``wait_timeout_s``) until every topic has that many subscribers, since
+    DDS discovery is asynchronous and messages sent before it are lost to late readers."""
     if rate < 0:
         raise BagError(f"rate must be >= 0, got {rate}")
     messages = read_messages(path, topics)
-    pubs: dict[str, Any] = {}
     if not messages:
         return 0
-    t_bag0, t0 = messages[0][1], clock()
-    for topic, t_ns, msg in messages:
+    pubs: dict[str, Any] = {}
+    for topic, _, msg in messages:
         if topic not in pubs:
             pubs[topic] = transport.publisher(topic, type(msg))
+    deadline = clock() + wait_timeout_s
+    while any(p.matched_count() < wait_subscribers for p in pubs.values()):
+        if clock() > deadline:
+            short = sorted(t for t, p in pubs.items() if p.matched_count() < wait_subscribers)
+            raise BagError(f"fewer than {wait_subscribers} subscribers on {short}")
+        sleep(0.01)
+    if wait_subscribers > 0:
+        sleep(DISCOVERY_SETTLE_S)
+    t_bag0, t0 = messages[0][1], clock()
+    for topic, t_ns, msg in messages:
         if rate > 0:
             delay = t0 + (t_ns - t_bag0) / 1e9 / rate - clock()
             if delay > 0:
@@ -241,3 +257,63 @@ def bag_topics(profile: TopicProfile, cameras: Mapping[str, str] | None = None) 
         action=profile.action,
         intervention=profile.intervention,
     )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console script ``robotrl-bag``: ``record`` a session's topics, ``play`` a bag onto DDS,
+    ``info`` (topic -> message count and type)."""
+    import argparse
+    import json
+    import signal
+    import sys
+
+    ap = argparse.ArgumentParser(prog="robotrl-bag", description=main.__doc__)
+    sub = ap.add_subparsers(dest="command", required=True)
+    rec = sub.add_parser("record", help="record the profile's topics into a new bag")
+    rec.add_argument("path")
+    rec.add_argument("--profile", default="franka")
+    rec.add_argument("--task-state", action="store_true", help="also the sim's task_state")
+    rec.add_argument("--storage", choices=STORAGES, default="sqlite3")
+    rec.add_argument("--clock", choices=("receive", "stamp"), default="receive")
+    rec.add_argument("--duration", type=float, default=0.0, help="[s]; 0: until Ctrl-C")
+    play = sub.add_parser("play", help="publish a bag at its timing")
+    play.add_argument("path")
+    play.add_argument("--rate", type=float, default=1.0, help="speed factor; 0: unpaced")
+    play.add_argument("--wait-subscribers", type=int, default=0, help="per topic, first")
+    info = sub.add_parser("info", help="topics, types and message counts")
+    info.add_argument("path")
+    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+
+    if args.command == "info":
+        counts: dict[str, dict[str, Any]] = {}
+        for topic, _, msg in read_messages(args.path):
+            entry = counts.setdefault(topic, {"type": type(msg).__name__, "count": 0})
+            entry["count"] += 1
+        print(json.dumps({"bag": args.path, "topics": counts}), flush=True)
+        return 0
+    from hardware.ros2.topics import topic_profile
+    from hardware.ros2.transport import make_transport
+
+    with make_transport(node_name="robotrl_bag") as transport:
+        if args.command == "play":
+            n = replay_bag(
+                args.path, transport, rate=args.rate, wait_subscribers=args.wait_subscribers
+            )
+            print(json.dumps({"bag": args.path, "published": n}), flush=True)
+            return 0
+        topics = profile_topics(topic_profile(args.profile), task_state=args.task_state)
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        recorder = BagRecorder(args.path, transport, topics, storage=args.storage, clock=args.clock)
+        try:
+            stop.wait(args.duration if args.duration > 0 else None)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            recorder.close()
+        print(json.dumps({"bag": args.path, "counts": recorder.counts}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
