@@ -159,8 +159,10 @@ class Reflex:
         threshold: eps_safe; default the critic's exported threshold.
         stiffness_scale: multiplier of the nominal stiffness requested while intervening.
         slow_fraction: scale of the slowed candidate.
-        recovery: ``"min_risk"`` (the candidate of lowest risk) or ``"hold"`` (always row 1,
-            brake to a stop).
+        recovery: ``"hold"`` (always row 1: brake to a stop; the default) or ``"min_risk"``
+            (the candidate of lowest risk). The critic is trained on the behaviour's own
+            actions, so it ranks the recovery candidates poorly: on peg_insert with the
+            careless policy min_risk cut violations 1.4x where hold cut them 5x (20 episodes).
         action_scale: TCP translation per action unit [m] (to turn velocity into a brake).
         brake_time: see the brake candidate [s].
     """
@@ -171,7 +173,7 @@ class Reflex:
         threshold: float | None = None,
         stiffness_scale: float = STIFFNESS_SCALE,
         slow_fraction: float = SLOW_FRACTION,
-        recovery: str = "min_risk",
+        recovery: str = "hold",
         action_scale: float = ACTION_SCALE,
         brake_time: float = BRAKE_TIME,
     ) -> None:

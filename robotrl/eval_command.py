@@ -8,7 +8,13 @@ from typing import Any
 from omegaconf import DictConfig
 
 from policies.checkpoint import load_policy
-from robotrl.policy_env import env_kwargs, record_videos, rollout_policy, with_backend
+from robotrl.policy_env import (
+    env_kwargs,
+    record_videos,
+    rollout_policy,
+    safety_env_kwargs,
+    with_backend,
+)
 from robotrl.run import make_run_dir, save_config
 
 
@@ -20,6 +26,9 @@ def run_eval(cfg: DictConfig) -> dict[str, Any]:
     te = int(cfg.execute_horizon or meta.get("execute_horizon", policy.action_horizon // 2))
     backend = cfg.get("backend", "mujoco")
     kwargs = with_backend(env_kwargs(meta), backend)
+    safety = str(cfg.get("safety", "off"))
+    kwargs.update(safety_env_kwargs(safety, cfg.get("safety_critic"), cfg.get("safety_threshold")))
+    safety_counts: dict[str, int] = {}
     run_dir = make_run_dir(cfg.output_dir, cfg.name)
     save_config(cfg, run_dir)
     start = time.perf_counter()
@@ -32,6 +41,7 @@ def run_eval(cfg: DictConfig) -> dict[str, Any]:
         execute_horizon=te,
         seed=cfg.seed,
         progress=cfg.progress,
+        safety_counts=safety_counts,
     )
     wall = time.perf_counter() - start
     videos = record_videos(
@@ -51,6 +61,8 @@ def run_eval(cfg: DictConfig) -> dict[str, Any]:
         "backend": backend,
         **res.summary(),
         "num_envs": cfg.num_envs,
+        "safety": safety,
+        **({"safety_counts": safety_counts} if safety_counts else {}),
         "wall_s": round(wall, 2),
         "videos": videos,
         "run_dir": str(run_dir),

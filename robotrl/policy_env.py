@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 import sim
 from robotrl.chunk_runner import ChunkRunner, SingleEnvPolicy
 from robotrl.evaluation import EvalResult, evaluate, evaluate_vector
@@ -34,6 +36,31 @@ def with_backend(kwargs: dict[str, Any], backend: str) -> dict[str, Any]:
     return out
 
 
+SAFETY_MODES = ("off", "monitor", "reflex")
+
+
+def safety_env_kwargs(
+    safety: str, critic: str | None = None, threshold: float | None = None
+) -> dict[str, Any]:
+    """``sim.make`` keyword arguments of a ``safety=off|monitor|reflex`` option (off: the
+    deterministic filter only, the default; reflex needs the exported ``critic`` .npz)."""
+    if safety not in SAFETY_MODES:
+        raise ValueError(f"safety must be one of {SAFETY_MODES}, got {safety!r}")
+    if safety == "off":
+        return {}
+    kw: dict[str, Any] = {}
+    if safety == "reflex":
+        if not critic:
+            raise ValueError("safety=reflex needs safety_critic=<exported .npz>")
+        with np.load(critic, allow_pickle=False) as z:
+            names = [str(x) for x in z["feature_names"]]
+        kw["critic"] = str(critic)
+        kw["task_keys"] = tuple(n.split("/", 1)[1] for n in names if n.startswith("task/"))
+        if threshold is not None:
+            kw["threshold"] = float(threshold)
+    return {"safety": safety, "safety_kwargs": kw}
+
+
 def rollout_policy(
     policy: Any,
     task: str,
@@ -45,8 +72,12 @@ def rollout_policy(
     seed: int = 0,
     progress: bool = True,
     desc: str = "eval",
+    safety_counts: dict[str, int] | None = None,
 ) -> EvalResult:
-    """Success statistics of ``policy`` over ``episodes`` seeded episodes of ``task``."""
+    """Success statistics of ``policy`` over ``episodes`` seeded episodes of ``task``.
+
+    With one env and a guarded env (``safety`` monitor/reflex), its counters (reflex steps,
+    violations) are added into ``safety_counts``."""
     if num_envs > 1:
         venv = sim.make_vec(task, num_envs, **kwargs)
         try:
@@ -65,6 +96,11 @@ def rollout_policy(
             desc=desc,
         )
     finally:
+        if safety_counts is not None and getattr(env, "guard", None) is not None:
+            for k, v in env.guard.counts.items():
+                safety_counts[k] = safety_counts.get(k, 0) + v
+            for k, v in env.safety.counts.items():
+                safety_counts[f"filter_{k}"] = safety_counts.get(f"filter_{k}", 0) + v
         env.close()
 
 

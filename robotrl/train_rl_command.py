@@ -19,7 +19,7 @@ from robotrl.algos.residual import ResidualAgent, ResidualConfig, StateFeaturize
 from robotrl.algos.residual_training import TrainConfig, demo_buffer, train_residual
 from robotrl.datasets import EpisodeStore, compute_stats
 from robotrl.metrics import MetricsLogger, log_episodes
-from robotrl.policy_env import env_kwargs, with_backend
+from robotrl.policy_env import env_kwargs, safety_env_kwargs, with_backend
 from robotrl.run import make_run_dir, save_config
 from robotrl.video import write_mp4
 
@@ -94,6 +94,31 @@ def _video(
     return [str(write_mp4(frames, run_dir / f"residual_{tag}.mp4", env.control_hz))]
 
 
+def _online_risk(cfg: DictConfig) -> Any:
+    """The online learner of the reflex's risk critic (continues from the exported weights)."""
+    from robotrl.algos.safety_critic import OnlineRiskLearner, SafetyCritic
+
+    return OnlineRiskLearner(SafetyCritic.from_export(cfg.safety_critic), seed=cfg.seed)
+
+
+def _safety_summary(safety: str, guards: list[Any], online: Any) -> dict[str, Any]:
+    """Summed counters of every guarded env (training and evaluation envs)."""
+    if safety == "off":
+        return {}
+    counts: dict[str, int] = {}
+    for g in guards:
+        for k, v in g.counts.items():
+            counts[k] = counts.get(k, 0) + v
+    out: dict[str, Any] = {"safety": safety, "safety_counts": counts}
+    if online is not None:
+        out["safety_online"] = {
+            "transitions": online.received,
+            "skipped": online.skipped,
+            "updates": online.critic.updates,
+        }
+    return out
+
+
 ROLES = ("single", "learner", "actor", "split")
 
 
@@ -122,9 +147,18 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
         raise ValueError("the checkpoint names no task: give task=...")
     te = int(meta.get("execute_horizon", base.action_horizon // 2))
     kw = with_backend(env_kwargs(meta), cfg.get("backend", "mujoco"))
+    safety = str(cfg.get("safety", "off"))
+    kw.update(safety_env_kwargs(safety, cfg.get("safety_critic"), cfg.get("safety_threshold")))
+    guards: list[Any] = []  # every guarded env's counters end up in the JSON
+    online = _online_risk(cfg) if safety == "reflex" and cfg.get("safety_online", True) else None
 
     def make_env() -> Any:
-        return sim.make(task, **kw)
+        env = sim.make(task, **kw)
+        if getattr(env, "guard", None) is not None:
+            guards.append(env.guard)
+            if online is not None:
+                online.attach(env.guard)
+        return env
 
     keys = list(cfg.obs_keys) if cfg.obs_keys else list(base.config["state_dims"])
     demos_store = EpisodeStore.open(cfg.demos) if cfg.demos else None
@@ -225,6 +259,7 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
         "plot": plot,
         "episodes_plot": str(episodes_plot) if episodes_plot else None,
         "videos": videos,
+        **_safety_summary(safety, guards, online),
         "run_dir": str(run_dir),
     }
 

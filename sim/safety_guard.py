@@ -67,7 +67,7 @@ class SafetyGuard:
         reflex_hz: float = REFLEX_HZ,
         force_limit: float | None = None,
         task_keys: Sequence[str] = (),
-        recovery: str = "min_risk",
+        recovery: str = "hold",
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"safety mode must be one of {MODES}, got {mode!r}")

@@ -7,30 +7,9 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from reflex_weights import OBS, pushing_down_low_critic
 
 from controllers.reflex import NUM_CANDIDATES, Reflex, ReflexError, RiskMLP
-
-OBS = 10  # ee_pos, ee_vel, force, gripper
-
-
-def pushing_down_low_critic(z_limit: float = 0.15) -> dict[str, np.ndarray]:
-    """Hand-made weights: risk ~1 when the action pushes down (a_z = -1) with the TCP below
-    ``z_limit`` [m], ~0.05 otherwise: h = relu(-10 z - 2 a_z + 10 z_limit - 2), q = 20 h - 3."""
-    w0 = np.zeros((OBS + 7, 1))
-    w0[2, 0] = -10.0  # TCP height
-    w0[OBS + 2, 0] = -2.0  # commanded z motion
-    b0 = np.array([10.0 * z_limit - 2.0])  # at a_z = -1: h > 0 iff z < z_limit
-    w1, b1 = np.array([[20.0]]), np.array([-3.0])
-    out = {"mean": np.zeros(OBS), "std": np.ones(OBS), "threshold": np.array(0.3)}
-    out.update(
-        {
-            "act_dim": np.array(7),
-            "feature_names": np.array(["ee_pos", "ee_vel", "force", "gripper"]),
-        }
-    )
-    for h in ("q1", "q2"):
-        out.update({f"{h}.w0": w0, f"{h}.b0": b0, f"{h}.w1": w1, f"{h}.b1": b1})
-    return out
 
 
 def _feat(z: float, force: tuple[float, float, float] = (0.0, 0.0, 0.0)) -> np.ndarray:
@@ -60,7 +39,7 @@ def test_numpy_critic_matches_torch_export(tmp_path) -> None:
 
 
 def test_reflex_intervenes_only_above_threshold_and_picks_lowest_risk() -> None:
-    reflex = Reflex(RiskMLP(pushing_down_low_critic()))
+    reflex = Reflex(RiskMLP(pushing_down_low_critic()), recovery="min_risk")
     down = np.array([0.2, 0.0, -1.0, 0.0, 0.0, 0.0, 1.0])
     assert not reflex.tick(_feat(0.40), down, np.zeros(3))  # high above: allowed
     assert reflex.risk < 0.1 and np.array_equal(reflex.action, down)
@@ -71,6 +50,10 @@ def test_reflex_intervenes_only_above_threshold_and_picks_lowest_risk() -> None:
     assert reflex.soften  # 8 N measured: in contact, lower the stiffness
     assert reflex.tick(_feat(0.10), down, np.zeros(3)) and not reflex.soften  # free space
     assert reflex.counts == {"ticks": 3, "interventions": 2}
+    # moving down at 0.2 m/s: "hold" brakes with a target 1 cm above (0.1 s of motion back)
+    hold = Reflex(RiskMLP(pushing_down_low_critic()), recovery="hold")
+    assert hold.tick(_feat(0.10), down, np.zeros(3), np.array([0.0, 0.0, -0.2]))
+    np.testing.assert_allclose(hold.action, [0, 0, 1.0, 0, 0, 0, 1.0])
 
 
 def test_reflex_fails_closed_on_nan_features() -> None:

@@ -131,3 +131,31 @@ def test_split_role_runs_a_learner_and_an_actor_process(tmp_path, base_and_demos
     agent, meta = load_agent(learner["checkpoint"])
     assert meta["task"] == "reach" and meta["learner"]["updates"] == learner["updates"]
     assert agent.cfg.ensemble == 2
+
+
+def test_safety_reflex_guards_training_and_learns_online(tmp_path, base_and_demos):
+    import numpy as np
+    from reflex_weights import pushing_down_low_critic
+
+    ckpt, _ = base_and_demos
+    critic = tmp_path / "critic.npz"
+    np.savez(critic, **pushing_down_low_critic(z_limit=0.16))
+    out = run_train_rl(
+        compose(
+            "train_rl",
+            [
+                f"checkpoint={ckpt}",
+                f"output_dir={tmp_path}",
+                "safety=reflex",
+                f"safety_critic={critic}",
+                "videos=0",
+                *TINY,
+            ],
+        )
+    )
+    assert out["safety"] == "reflex" and out["env_steps"] == 120
+    counts = out["safety_counts"]
+    assert counts["steps"] >= 120  # training and evaluation steps, all guarded
+    # the online learner saw the run's transitions and updated the critic in the reflexes
+    assert out["safety_online"]["transitions"] >= 120 - out["safety_online"]["skipped"] - 5
+    assert out["safety_online"]["updates"] > 0

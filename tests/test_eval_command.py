@@ -1,0 +1,69 @@
+"""robotrl eval with safety=reflex: counts of the guard in the JSON, bad options rejected."""
+
+import numpy as np
+import pytest
+from reflex_weights import pushing_down_low_critic
+
+from robotrl.cli import compose
+from robotrl.collect_command import run_collect
+from robotrl.eval_command import run_eval
+from robotrl.policy_env import safety_env_kwargs
+from robotrl.train_bc_command import run_train_bc
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    root = tmp_path_factory.mktemp("eval")
+    store = root / "reach.zarr"
+    run_collect(
+        compose(
+            "collect", ["task=reach", "device=expert", "episodes=3", f"out={store}", "viewer=off"]
+        )
+    )
+    out = run_train_bc(
+        compose(
+            "train_bc",
+            [
+                f"dataset={store}",
+                "steps=10",
+                "batch_size=16",
+                "eval_episodes=0",
+                "hidden=32",
+                f"output_dir={root}",
+                "progress=false",
+            ],
+        )
+    )
+    return out["checkpoint"]
+
+
+def test_eval_with_reflex_reports_guard_counts(tmp_path, checkpoint):
+    critic = tmp_path / "critic.npz"
+    np.savez(critic, **pushing_down_low_critic(z_limit=2.0))  # vetoes every downward command
+    common = [f"checkpoint={checkpoint}", "episodes=2", "videos=0", "progress=false"]
+    out = run_eval(
+        compose(
+            "eval",
+            [*common, f"output_dir={tmp_path}", "safety=reflex", f"safety_critic={critic}"],
+        )
+    )
+    c = out["safety_counts"]
+    assert out["safety"] == "reflex" and c["steps"] == round(out["mean_length"] * 2)
+    assert c["violation_steps"] == 0 and "filter_step_limited" in c
+    off = run_eval(compose("eval", [*common, f"output_dir={tmp_path}"]))
+    assert off["safety"] == "off" and "safety_counts" not in off
+
+
+def test_safety_options_are_validated(tmp_path):
+    assert safety_env_kwargs("off") == {}
+    assert safety_env_kwargs("monitor") == {"safety": "monitor", "safety_kwargs": {}}
+    with pytest.raises(ValueError, match="safety must be one of"):
+        safety_env_kwargs("on")
+    with pytest.raises(ValueError, match="needs safety_critic"):
+        safety_env_kwargs("reflex")
+    critic = tmp_path / "c.npz"
+    w = pushing_down_low_critic()
+    w["feature_names"] = np.array(["ee_pos", "ee_vel", "force", "gripper", "task/goal"])
+    np.savez(critic, **w)
+    kw = safety_env_kwargs("reflex", str(critic), 0.2)
+    assert kw["safety_kwargs"] == {"critic": str(critic), "task_keys": ("goal",), "threshold": 0.2}
