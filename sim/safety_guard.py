@@ -13,8 +13,8 @@ are checked by :class:`controllers.constraint_cost.ConstraintCost`; the step's c
 :class:`controllers.reflex.Reflex` evaluates the risk of the commanded action. When it
 intervenes, its recovery action becomes the target (through the deterministic safety filter,
 exactly as a policy action) and, in contact, the stiffness drops to ``stiffness_scale`` x; the
-nominal stiffness returns at the first policy step whose action the critic finds safe. The
-substituted target holds until the next policy step.
+nominal stiffness returns at the first policy step whose action the critic finds safe and
+that starts out of contact. The substituted target holds until the next policy step.
 
 Reflex features (O = 10 + task keys), all measurable on hardware (:data:`FEATURES`):
 TCP position [m] and linear velocity [m/s] (base frame), external force at the wrist [N]
@@ -30,7 +30,7 @@ import mujoco
 import numpy as np
 
 from controllers.constraint_cost import CONSTRAINTS, ConstraintCost
-from controllers.reflex import Reflex, RiskMLP
+from controllers.reflex import CONTACT_FORCE, Reflex, RiskMLP
 from controllers.rotations import rotvec_to_mat
 
 MODES = ("monitor", "reflex")
@@ -198,7 +198,9 @@ class SafetyGuard:
                             self._mid_step = True
                     if self.reflex.soften:
                         self._lower_stiffness()
-                elif tick == 0:
+                elif tick == 0 and float(np.linalg.norm(feats[6:9])) < CONTACT_FORCE:
+                    # nominal stiffness back only out of contact: snapping it back while
+                    # pressed against something turns the held spring error into a force jump
                     self._restore_stiffness()
                 risk_max = max(risk_max, self.reflex.risk)
             self._physics_tick(m, d, flags)

@@ -50,7 +50,7 @@ def test_reflex_intervenes_only_above_threshold_and_picks_lowest_risk() -> None:
     assert reflex.soften  # 8 N measured: in contact, lower the stiffness
     assert reflex.tick(_feat(0.10), down, np.zeros(3)) and not reflex.soften  # free space
     assert reflex.counts == {"ticks": 3, "interventions": 2}
-    # moving down at 0.2 m/s: "hold" brakes with a target 1 cm above (0.1 s of motion back)
+    # moving down at 0.2 m/s: "hold" brakes toward a target 2 cm above (0.1 s of motion back)
     hold = Reflex(RiskMLP(pushing_down_low_critic()), recovery="hold")
     assert hold.tick(_feat(0.10), down, np.zeros(3), np.array([0.0, 0.0, -0.2]))
     np.testing.assert_allclose(hold.action, [0, 0, 1.0, 0, 0, 0, 1.0])

@@ -75,7 +75,12 @@ def test_stiffness_lowered_only_in_contact_and_restored(critic_path) -> None:
     assert g.reflex.soften
     g._lower_stiffness()
     np.testing.assert_allclose(env.controller.stiffness, 0.25 * nominal)
-    env.step(np.array([0, 0, 0.5, 0, 0, 0, 1.0], np.float32))  # a safe command: restored
+    # safe commands: restored at the first one that starts with the wrist force below 5 N
+    # (braking shows up in the F/T reading as inertial force for a step or two)
+    for _ in range(5):
+        env.step(np.array([0, 0, 0.5, 0, 0, 0, 1.0], np.float32))
+        if env.controller.stiffness[0] == nominal[0]:
+            break
     np.testing.assert_allclose(env.controller.stiffness, nominal)
     g._lower_stiffness()
     env.reset(seed=1)  # and at every reset
