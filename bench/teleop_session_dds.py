@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,8 +51,8 @@ def main() -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     out = Path(args.out or tempfile.mkdtemp(prefix="teleop_dds_"))
     ref, ros = out / "in_process.zarr", out / "dds.zarr"
-    for p in (ref, ros):
-        shutil.rmtree(p, ignore_errors=True)
+    for store_dir in (ref, ros):
+        shutil.rmtree(store_dir, ignore_errors=True)
     common = [f"task={args.task}", f"seed={args.seed}", "operator=bench"]
 
     t = time.monotonic()
@@ -96,7 +97,9 @@ def main() -> None:
         stdout=subprocess.PIPE,
         text=True,
     )
-    sim_proc, sim_thread, transport = None, None, None
+    sim_proc: subprocess.Popen | None = None
+    sim_thread: Any = None
+    transport: CycloneTransport | None = None
     if args.sim == "node":
         sim_proc = subprocess.Popen(
             [
@@ -112,7 +115,7 @@ def main() -> None:
         )
     else:
         sys.path.insert(0, str(ROOT / "tests"))
-        from ros2_fakes import LockstepSim
+        from ros2_fakes import LockstepSim  # type: ignore[import-not-found]
 
         transport = CycloneTransport(int(os.environ["ROS_DOMAIN_ID"]), "sim_robot")
         sim_thread = LockstepSim(transport, args.task)
@@ -150,7 +153,7 @@ def main() -> None:
         recorder.terminate()
         rec_out, _ = recorder.communicate(timeout=30)
     dds_wall = time.monotonic() - t
-    if sim_thread is not None:
+    if sim_thread is not None and transport is not None:
         sim_thread.close()
         transport.close()
     if sim_proc is not None:

@@ -23,6 +23,7 @@ makes a reader see exactly that step), :meth:`StateCache.latest` the newest of e
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -232,7 +233,7 @@ class StateCache:
         for cam in cameras:
             if cam not in cams:
                 raise StateError(f"camera {cam!r} has no topic in profile {profile.name!r}")
-            self._convert[cams[cam]] = lambda msg, cam=cam: image_obs(msg, cam)
+            self._convert[cams[cam]] = functools.partial(_camera_obs, camera=cam)
         # topic -> stamp -> (receive time, entries)
         self._samples: dict[str, OrderedDict[int, tuple[int, dict[str, np.ndarray]]]] = {
             t: OrderedDict() for t in self._convert
@@ -379,6 +380,10 @@ class StateCache:
         """Topics that have not published yet."""
         with self._lock:
             return [t for t, s in self._samples.items() if not s]
+
+
+def _camera_obs(msg: Any, camera: str) -> dict[str, np.ndarray]:
+    return image_obs(msg, camera)
 
 
 def _assemble(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
