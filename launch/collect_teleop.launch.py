@@ -49,6 +49,12 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument(
             "use_sim", default_value="false", description="also start robotrl-sim-robot"
         ),
+        DeclareLaunchArgument(
+            "record_bag", default_value="false", description="also record a rosbag2 of the topics"
+        ),
+        DeclareLaunchArgument(
+            "bag_path", default_value="bags/teleop_session", description="bag directory (new)"
+        ),
     ]
     common = [
         "--ros-args",
@@ -132,4 +138,10 @@ def generate_launch_description() -> LaunchDescription:
         output="screen",
         condition=IfCondition(arg("use_sim")),
     )
-    return LaunchDescription([*args, sim_robot, bridge, teleop, teleop_on_sim, recorder])
+    bag = ExecuteProcess(
+        cmd=["robotrl-bag", "record", arg("bag_path"), "--profile", arg("profile")],
+        name="robotrl_bag",
+        output="screen",
+        condition=IfCondition(arg("record_bag")),
+    )
+    return LaunchDescription([*args, sim_robot, bridge, teleop, teleop_on_sim, recorder, bag])
