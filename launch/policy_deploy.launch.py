@@ -8,7 +8,7 @@ recorder and sim robot).
 import os
 
 from launch.actions import DeclareLaunchArgument, ExecuteProcess
-from launch.conditions import IfCondition
+from launch.conditions import IfCondition, UnlessCondition
 from launch.substitutions import LaunchConfiguration
 
 from launch import LaunchDescription
@@ -59,23 +59,32 @@ def generate_launch_description() -> LaunchDescription:
         "-p",
         ["profile:=", arg("profile")],
     ]
+    policy_cmd = [
+        "robotrl-policy-node",
+        *common,
+        "-r",
+        "__node:=robotrl_policy",
+        "-p",
+        ["checkpoint:=", arg("checkpoint")],
+        "-p",
+        ["policy_hz:=", arg("policy_hz")],
+        "-p",
+        ["episodes:=", arg("episodes")],
+        "-p",
+        ["state_timeout_s:=", arg("state_timeout_s")],
+    ]
     policy = ExecuteProcess(
-        cmd=[
-            "robotrl-policy-node",
-            *common,
-            "-r",
-            "__node:=robotrl_policy",
-            "-p",
-            ["checkpoint:=", arg("checkpoint")],
-            "-p",
-            ["policy_hz:=", arg("policy_hz")],
-            "-p",
-            ["episodes:=", arg("episodes")],
-            "-p",
-            ["state_timeout_s:=", arg("state_timeout_s")],
-        ],
+        cmd=policy_cmd,
         name="robotrl_policy",
         output="screen",
+        condition=UnlessCondition(arg("use_sim")),
+    )
+    # On the sim robot the policy also reads the task's object state (task_state topic).
+    policy_on_sim = ExecuteProcess(
+        cmd=[*policy_cmd, "-p", ["task:=", arg("task")]],
+        name="robotrl_policy",
+        output="screen",
+        condition=IfCondition(arg("use_sim")),
     )
     recorder = ExecuteProcess(
         cmd=[
@@ -107,4 +116,4 @@ def generate_launch_description() -> LaunchDescription:
         output="screen",
         condition=IfCondition(arg("use_sim")),
     )
-    return LaunchDescription([*args, sim_robot, policy, recorder])
+    return LaunchDescription([*args, sim_robot, policy, policy_on_sim, recorder])
