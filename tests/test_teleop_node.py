@@ -98,3 +98,21 @@ def test_config_rejects_unknown_devices_and_lockstep_without_expert():
     )
     with pytest.raises(ValueError, match="expert device"):
         node.run_lockstep()
+
+
+def test_operator_keys_reset_the_next_episode_when_the_robot_cuts_episodes():
+    bus = FakeTransport()
+    move = np.array([0.1, 0, 0, 0, 0, 0, -1.0])
+    script = [
+        TeleopCommand(move, True),
+        TeleopCommand.idle(-1.0, frozenset({"success"})),
+        TeleopCommand.idle(-1.0, frozenset({"rerecord"})),
+        TeleopCommand.idle(-1.0, frozenset({"failure"})),
+    ]
+    cfg = TeleopNodeConfig(profile="sim", device="scripted", seed=3)
+    node = TeleopNode(cfg, bus, ScriptedDevice(script))
+    with node.device:
+        for _ in script:
+            node.tick()
+    assert [r.data[0] for r in bus.sent["/robotrl/reset"]] == [4.0, 4.0, 5.0]
+    assert len(bus.sent["/robotrl/action"]) == 4 and not bus.sent["/robotrl/episode"]

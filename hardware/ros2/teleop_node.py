@@ -102,8 +102,7 @@ class TeleopNode:
             self.cache.subscribe(transport, deep_reader_qos(transport) if cfg.lockstep else None)
         self._stop = threading.Event()
         self._episodes: queue.Queue[dict[str, float]] = queue.Queue()
-        if cfg.lockstep or cfg.publish_episodes:
-            self._reset = transport.publisher(t.reset, m.Float64MultiArray)
+        self._reset = transport.publisher(t.reset, m.Float64MultiArray)
         if cfg.publish_episodes:
             self._episode_pub = transport.publisher(t.episode, m.Float64MultiArray)
         self._seed, self._step = cfg.seed, -1  # timer-mode episodes (publish_episodes)
@@ -153,7 +152,8 @@ class TeleopNode:
         twist (a recorder holds the robot's state at that stamp) and a tagged action; the
         ``success`` / ``failure`` events end the episode (``truncated`` with the label, as
         ``robotrl collect`` commits an operator-labelled episode), ``rerecord`` resets the same
-        seed."""
+        seed. Without it (the robot's stack cuts episodes, e.g. the sim robot's task oracle)
+        those keys publish a ``reset`` for the next seed (re-record: the same seed)."""
         if isinstance(self.device, ExpertDevice):
             assert self.cache is not None
             latest = self.cache.latest()
@@ -169,6 +169,13 @@ class TeleopNode:
         cmd = self.device.read()
         if not self.cfg.publish_episodes:
             self.publish(cmd, stamp_ns=stamp)
+            if {"success", "failure", "rerecord"} & cmd.events:
+                # the robot's stack cuts episodes (sim oracle): the operator's keys start the
+                # next one (re-record: the same seed again)
+                if "rerecord" not in cmd.events:
+                    self._seed += 1
+                self._reset.publish(self._m.Float64MultiArray(data=[float(self._seed)]))
+                self.device.reset()
             return cmd
         if "rerecord" in cmd.events:
             self._step = -1  # the next tick resets the same seed; the recorder discards
