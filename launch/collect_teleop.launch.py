@@ -88,7 +88,8 @@ def generate_launch_description() -> LaunchDescription:
         ["task:=", arg("task")],
     ]
     # A real arm publishes no episode messages: the operator's ticks cut the episodes (the
-    # device's success / failure keys). The sim robot's task oracle cuts them with use_sim.
+    # device's success / failure keys). With use_sim the sim robot's task oracle ends them and
+    # the teleop node resets the next one (auto_reset), as robotrl collect does.
     teleop = ExecuteProcess(
         cmd=[*teleop_cmd, "-p", "publish_episodes:=true"],
         name="robotrl_teleop",
@@ -96,7 +97,15 @@ def generate_launch_description() -> LaunchDescription:
         condition=UnlessCondition(arg("use_sim")),
     )
     teleop_on_sim = ExecuteProcess(
-        cmd=[*teleop_cmd, "-p", "publish_episodes:=false"],
+        cmd=[
+            *teleop_cmd,
+            "-p",
+            "publish_episodes:=false",
+            "-p",
+            "auto_reset:=true",
+            "-p",
+            ["episodes:=", arg("episodes")],
+        ],
         name="robotrl_teleop",
         output="screen",
         condition=IfCondition(arg("use_sim")),

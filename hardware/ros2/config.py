@@ -191,6 +191,10 @@ class TeleopNodeConfig(NodeConfig):
             ``reset`` and ``episode`` messages and tagged actions, episodes ended by the
             device's success / failure events (robots whose stack publishes no ``episode``
             messages: real arms). Leave False with a sim robot, whose task oracle cuts them.
+        auto_reset: (timer mode, a robot that cuts its own episodes: the sim robot) publish
+            ``reset [seed + k]`` once the node acts on fresh state and again whenever the
+            robot's ``episode`` message ends one, like ``robotrl collect``; ``episodes``
+            bounds them.
         publish_action: also publish the device's action on the executed-action topic
             ``action`` (teleop drives the robot: data collection); False publishes only the
             teleop topics and the flag (a policy drives, the human may take over).
@@ -212,6 +216,7 @@ class TeleopNodeConfig(NodeConfig):
     episodes: int = 0
     wait_subscribers: int = 1
     publish_episodes: bool = False
+    auto_reset: bool = False
 
     def validate(self) -> None:
         _positive(self, "rate_hz", "max_dpos", "max_drot", "state_timeout_s")

@@ -106,6 +106,10 @@ class TeleopNode:
         if cfg.publish_episodes:
             self._episode_pub = transport.publisher(t.episode, m.Float64MultiArray)
         self._seed, self._step = cfg.seed, -1  # timer-mode episodes (publish_episodes)
+        self._robot_ended = threading.Event()
+        self._done = False
+        if cfg.auto_reset and not cfg.lockstep:
+            transport.subscribe(t.episode, m.Float64MultiArray, self._on_robot_episode)
         if cfg.lockstep:
             qos = deep_reader_qos(transport)
             if qos is None:
@@ -161,6 +165,9 @@ class TeleopNode:
                 self.stats.skipped_stale += 1
                 return None
             self.device.observe(latest[0])
+        if self.cfg.auto_reset and not self.cfg.publish_episodes:
+            if self._step < 0 or self._robot_ended.is_set():
+                return self._next_robot_episode()
         if self.cfg.publish_episodes and self._step < 0:
             self._reset.publish(self._m.Float64MultiArray(data=[float(self._seed)]))
             self.device.reset()
@@ -192,6 +199,26 @@ class TeleopNode:
         self._step += 1
         return cmd
 
+    def _on_robot_episode(self, msg: Any) -> None:
+        d = msg.data
+        if len(d) == len(EPISODE_FIELDS) and self._step >= 0 and int(d[0]) == self._seed:
+            if d[1] > 0 and (d[4] or d[5]):  # terminated or truncated
+                self._robot_ended.set()
+
+    def _next_robot_episode(self) -> None:
+        """auto_reset: reset ``seed`` once ready, ``seed + 1`` after the robot ended one."""
+        if self._step >= 0:
+            self.stats.episodes += 1
+            self._seed += 1
+            if 0 < self.cfg.episodes <= self.stats.episodes:
+                self._done = True
+                return None
+        self._robot_ended.clear()
+        self._reset.publish(self._m.Float64MultiArray(data=[float(self._seed)]))
+        self.device.reset()
+        self._step = 0
+        return None  # the next tick acts on the post-reset state
+
     def run(self, duration_s: float | None = None) -> TeleopStats:
         """Timer mode (or lockstep when configured) until stopped, ``quit``, or ``duration_s``."""
         if self.cfg.lockstep:
@@ -205,6 +232,8 @@ class TeleopNode:
                     self.stats.stopped_by = "quit"
                     break
                 if self.cfg.publish_episodes and 0 < self.cfg.episodes <= self.stats.episodes:
+                    break
+                if self._done:
                     break
                 if duration_s is not None and time.monotonic() - start >= duration_s:
                     break
