@@ -116,3 +116,29 @@ def test_operator_keys_reset_the_next_episode_when_the_robot_cuts_episodes():
             node.tick()
     assert [r.data[0] for r in bus.sent["/robotrl/reset"]] == [4.0, 4.0, 5.0]
     assert len(bus.sent["/robotrl/action"]) == 4 and not bus.sent["/robotrl/episode"]
+
+
+def test_auto_reset_follows_the_robots_episode_ends():
+    from hardware.ros2 import messages as m
+
+    bus = FakeTransport()
+    cfg = TeleopNodeConfig(profile="sim", device="scripted", auto_reset=True, episodes=2, seed=7)
+    node = TeleopNode(cfg, bus, ScriptedDevice([np.zeros(7)] * 10))
+    episode = bus.publisher("/robotrl/episode", m.Float64MultiArray)
+
+    def end(seed: float, step: float = 3.0) -> None:
+        episode.publish(m.Float64MultiArray(data=[seed, step, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0]))
+
+    with node.device:
+        assert node.tick() is None  # the first tick resets seed 7
+        assert node.tick() is not None and node.tick() is not None
+        end(6.0)  # another episode's end: ignored
+        assert node.tick() is not None
+        end(7.0)
+        assert node.tick() is None and node.stats.episodes == 1  # reset seed 8
+        assert node.tick() is not None
+        end(8.0)
+        node.tick()
+    assert node._done and node.stats.episodes == 2
+    assert [r.data[0] for r in bus.sent["/robotrl/reset"]] == [7.0, 8.0]
+    assert len(bus.sent["/robotrl/action"]) == 4
