@@ -8,12 +8,8 @@ import pytest
 import torch
 
 from policies.flow_matching import FlowMatchingPolicy
-from robotrl.async_runner import (
-    AsyncChunkRunner,
-    InferenceWorker,
-    SimulatedTimeWorker,
-    lookahead_for,
-)
+from robotrl.async_runner import AsyncChunkRunner, lookahead_for
+from robotrl.inference_worker import InferenceWorker, SimulatedTimeWorker
 
 DA = 3
 
