@@ -82,7 +82,7 @@ def test_kill_holds_within_50_ms_and_restart_resumes() -> None:
         assert _wait(lambda: not node.watchdog.held, 60.0), node.watchdog.reason
         assert _wait(lambda: action.matched_count() == 1, 10.0)
         end = time.monotonic() + 5.0  # until discovery has matched every endpoint
-        while len(poses) < 5 and time.monotonic() < end:
+        while (len(poses) < 5 or node.stats.applied < 5) and time.monotonic() < end:
             action.publish(push)
             time.sleep(0.05)
         assert len(poses) >= 5 and node.stats.applied >= 5

@@ -18,6 +18,8 @@ from hardware.ros2.commander import STATUS_TOPIC, Commander, StateWatchdog
 from hardware.ros2.observation import StateCache, state_messages
 from hardware.ros2.topics import SIM
 
+pytestmark = pytest.mark.ros2  # needs cyclonedds (the message structs)
+
 DOWN_QUAT = mat_to_quat(np.diag([1.0, -1.0, -1.0]))  # (w, x, y, z), TCP pointing down
 
 

@@ -23,6 +23,8 @@ from hardware.ros2.topics import SIM
 from policies.checkpoint import save_policy
 from policies.registry import make_policy
 
+pytestmark = pytest.mark.ros2  # needs cyclonedds (the message structs)
+
 
 def _checkpoint(path, keys: dict[str, int]) -> str:
     policy = make_policy("flow", state_dims=keys, hidden=32, depth=1, obs_feature_dim=32)
@@ -79,7 +81,6 @@ def test_policy_keys_the_robot_lacks_are_an_error(tmp_path) -> None:
         PolicyNode(_cfg(ckpt), FakeTransport())
 
 
-@pytest.mark.ros2
 def test_console_script_over_dds(tmp_path, capsys) -> None:
     from hardware.ros2.transport import CycloneTransport, loopback_config
 

@@ -116,9 +116,11 @@ class BridgeNode:
 
     def apply(self, action: np.ndarray) -> bool:
         """Apply one action now (False when the watchdog refuses it)."""
-        if self.watchdog.held or self.watchdog.check():
+        if self.watchdog.check():  # synchronous: the watchdog thread may lag behind
             self.stats.refused += 1
             return False
+        if self.watchdog.held:  # fresh again before the watchdog thread noticed
+            self.commander.resync()
         latest = self.cache.latest()
         end = time.monotonic() + (2.0 if self.cfg.lockstep else 0.0)
         while latest is None and time.monotonic() < end:  # lockstep: the reset state may lag

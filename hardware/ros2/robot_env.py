@@ -153,6 +153,7 @@ class RosRobotEnv(gym.Env):
         self._steps = 0
         self._next_tick = 0.0
         self._last_obs: dict[str, np.ndarray] | None = None
+        self._matched_once = False
 
         self.action_space = gym.spaces.Box(-1.0, 1.0, shape=(7,), dtype=np.float32)
         sizes = {**ARM_OBS_SIZES, **self.task_sizes}
@@ -223,10 +224,16 @@ class RosRobotEnv(gym.Env):
         deadline = time.monotonic() + self.reset_timeout_s
         # every state topic and the episode topic matched first: what a lockstep robot publishes
         # once per reset must not go out before discovery has connected us
+        # (with a bridge: its action reader too; its state readers come up with it)
         while time.monotonic() < deadline and (
-            self._reset_pub.matched_count() == 0 or any(s.matched_count() == 0 for s in self._subs)
+            self._reset_pub.matched_count() == 0
+            or any(s.matched_count() == 0 for s in self._subs)
+            or (self._action_pub is not None and self._action_pub.matched_count() == 0)
         ):
             time.sleep(0.01)
+        if not self._matched_once:  # let the other direction of discovery settle, once
+            self._matched_once = True
+            time.sleep(0.2)
         deadline = time.monotonic() + self.reset_timeout_s
         acked, obs = False, None
         while obs is None and time.monotonic() < deadline:
@@ -273,7 +280,10 @@ class RosRobotEnv(gym.Env):
         if a.shape != (7,):
             raise ValueError(f"action must have shape (7,), got {np.shape(action)}")
         flags: dict[str, bool] = {}
-        reason = self.watchdog.check() if not self.watchdog.held else self.watchdog.reason
+        # synchronous check: the watchdog thread may not have run since the state came back
+        reason = self.watchdog.check()
+        if not reason and self.watchdog.held and self.commander is not None:
+            self.commander.resync()
         refused = bool(reason)
         sent = time.monotonic()
         if not refused:

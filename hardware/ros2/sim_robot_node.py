@@ -3,22 +3,25 @@
 It speaks a topic profile (``sim`` = franka_ros2 names, see ``hardware/ros2/topics.py``), so the
 bridge, policy, teleop and recorder nodes run against it exactly as against the arm.
 
-Real time (default, ``lockstep: false``): physics advances with the wall clock (500 Hz ticks,
-catching up after a late loop), the Cartesian impedance controller tracks the newest
-``equilibrium_pose`` (PoseStamped, TCP in base frame), the fingers the newest
-``gripper_command`` (``[width m]``, total opening) and ``impedance_params`` (6 stiffnesses
-[N/m x3, Nm/rad x3], optional 6 damping ratios, ignored) set the gains. State goes out at
-``state_hz`` stamped with the wall clock: ``joint_states`` (arm + fingers), gripper joint
-states, EE pose, external wrench, EE twist and the task state (a stand-in for perception).
-A ``reset`` ``[seed]`` message resets the episode with that seed (a human or a reset routine on
-a real arm) and holds the arm at the new TCP pose until the next command. Every control period
-(``control_hz``) the node publishes the ``episode`` message (seed, steps since reset, the task's
-reward and success, the truncation flag at the task's horizon): the task oracle a real robot does
-not have.
+Real time (default, ``lockstep: false``): physics advances with the wall clock (500 Hz ticks;
+a late loop catches up to :data:`MAX_CATCH_UP_S`, further delay is counted in ``late_ticks``),
+the Cartesian impedance controller tracks the newest ``equilibrium_pose`` (PoseStamped, TCP in
+base frame), the fingers the newest ``gripper_command`` (``[width m]``, total opening) and
+``impedance_params`` (6 stiffnesses [N/m x3, Nm/rad x3], optional 6 damping ratios, ignored)
+set the gains. State goes out at ``state_hz`` stamped with the wall clock: ``joint_states``
+(arm + fingers), gripper joint states, EE pose, external wrench, EE twist and the task state (a
+stand-in for perception). A ``reset`` ``[seed]`` message resets the episode with that seed (a
+human or a reset routine on a real arm) and holds the arm at the new TCP pose until the next
+command. Every control period (``control_hz``) the node publishes the ``episode`` message (seed,
+periods since reset, the task's reward and success, the truncation flag at the task's horizon):
+the task oracle a real robot does not have.
 
 Lockstep (``lockstep: true``): the env is stepped once per normalised ``action`` message (as
-``sim/env.py`` steps it, safety filter included) and its state and ``episode`` are published
-right after, stamped ``n / control_hz`` (deterministic; for data collection and tests).
+``sim/env.py`` steps it, safety filter included; ``lockstep_on: action``) or once per
+``equilibrium_pose`` (one control period of physics tracking it, after the newest gripper
+command; ``lockstep_on: equilibrium_pose``, what the bridge sends), and its state and
+``episode`` are published right after, stamped ``n / control_hz`` (deterministic: machine load
+cannot change the result; for data collection, tests and the end-to-end check).
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ from hardware.ros2.observation import state_messages
 from hardware.ros2.transport import DEFAULT_QOS, LATCHED_QOS, Transport
 
 log = logging.getLogger(__name__)
+
+MAX_CATCH_UP_S = 0.1  # real time: physics a late loop runs at once before falling behind [s]
 
 
 @dataclass
@@ -253,6 +258,7 @@ class SimRobotNode:
     def _run_realtime(self, duration_s: float | None) -> None:
         env, cfg = self.env, self.cfg
         dt = float(env.model.opt.timestep)
+        self._max_catch_up = max(1, round(MAX_CATCH_UP_S / dt))
         state_period = 1.0 / cfg.state_hz
         control_period = 1.0 / cfg.control_hz
         self._reset(cfg.seed, time.time_ns())
@@ -290,10 +296,12 @@ class SimRobotNode:
                 env.controller.set_stiffness(stiffness)
             ticks = int((now - t_phys) / dt)
             if ticks > 0:
-                if ticks > 5:  # more than 10 ms behind: note it, do not try to catch up
-                    self.stats.late_ticks += ticks - 5
-                    t_phys += (ticks - 5) * dt
-                    ticks = 5
+                # a starved loop catches up (a real arm does not pause either), up to
+                # MAX_CATCH_UP_S; beyond that the physics falls behind the wall clock
+                if ticks > self._max_catch_up:
+                    self.stats.late_ticks += ticks - self._max_catch_up
+                    t_phys += (ticks - self._max_catch_up) * dt
+                    ticks = self._max_catch_up
                 self._advance(ticks)
                 t_phys += ticks * dt
             if now >= next_state:
