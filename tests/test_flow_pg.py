@@ -199,3 +199,62 @@ def test_bad_config_is_refused():
         FlowPGConfig(algo="ppo")
     with pytest.raises(ValueError, match="mode must be"):
         FlowRollout(_biased_policy(steps=0), _venv(2), "ode", 1)
+
+
+class InstructedBandit(GoalBandit):
+    """GoalBandit whose observation also carries an instruction string (``language``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        spaces = dict(self.observation_space.spaces)
+        spaces["language"] = gym.spaces.Text(32)
+        self.observation_space = gym.spaces.Dict(spaces)
+
+    def reset(self, *, seed=None, options=None):
+        obs, info = super().reset(seed=seed, options=options)
+        return {**obs, "language": "reach the goal"}, info
+
+    def step(self, action):
+        obs, *rest = super().step(action)
+        return ({**obs, "language": "reach the goal"}, *rest)
+
+
+@pytest.mark.parametrize("algo", ["flow_noise", "flow_sde"])
+def test_tiny_vla_rollout_recomputes_and_updates(algo):
+    """The VLA's transformer expert and its tokenised instruction go through the same path."""
+    from policies.vla import TinyVLA
+
+    torch.manual_seed(0)
+    stats = {
+        "state/goal": {"mean": np.zeros(2), "std": np.ones(2)},
+        "action": {"min": -np.ones(2), "max": np.ones(2)},
+    }
+    policy = TinyVLA(
+        {"state/goal": 2},
+        action_dim=2,
+        obs_horizon=1,
+        action_horizon=2,
+        num_steps=3,
+        vocab=["reach", "the", "goal"],
+        max_tokens=4,
+        dim=32,
+        trunk_layers=1,
+        expert_layers=1,
+        heads=2,
+        readout_tokens=2,
+        stats=stats,
+    ).eval()
+    venv = SyncVectorEnv([InstructedBandit] * 4, autoreset_mode=AutoresetMode.DISABLED)
+    cfg = FlowPGConfig(algo=algo, num_steps=3, per_dim_log_prob=False, actor_lr=1e-3)
+    rollout = FlowRollout(policy, venv, cfg.mode, 2, seed=0)
+    learner = FlowPG(policy, rollout.feature_dim, cfg)
+    batch = learner.make_batch(rollout.collect(32))
+    assert batch["obs"]["language"].shape == (32, 4)  # token ids stored per decision
+    with torch.no_grad():
+        lp, _ = learner.chunk_log_prob(batch["obs"], batch["chain"], batch["k_star"])
+    assert torch.allclose(
+        torch.exp(lp - batch["log_prob"]), torch.ones(32, dtype=lp.dtype), atol=1e-5
+    )
+    w0 = policy.net.out.weight.detach().clone()
+    logs = learner.update(batch)
+    assert not torch.allclose(policy.net.out.weight, w0) and np.isfinite(logs["pg_loss"])
