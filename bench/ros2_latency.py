@@ -127,8 +127,6 @@ def bench_dds(rate: float, seconds: float, warmup: float) -> dict[str, float]:
         _pace(rate, n, send)
         time.sleep(0.2)
         measuring[0] = False
-        sample = send  # keep a message size figure
-        del sample
         size = len(
             m.JointState(name=names, position=values, velocity=values, effort=values).serialize()
         )

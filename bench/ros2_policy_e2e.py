@@ -51,6 +51,7 @@ def in_process(checkpoint: str, task: str, episodes: int, seed: int, steps: int)
     t = time.monotonic()
     successes = 0
     for i in range(episodes):  # evaluate() one episode at a time to keep per-seed outcomes
+        torch.manual_seed(seed + i)  # the policy node seeds its sampling noise alike
         res = evaluate(env, SingleEnvPolicy(policy, te), 1, seed=seed + i, progress=False)
         per_episode.append(int(res.success_rate > 0))
         successes += per_episode[-1]

@@ -111,7 +111,11 @@ class PolicyNode:
         self._stop.set()
 
     def run_episode(self, seed: int) -> bool:
-        """One episode with ``reset(seed)``; returns success."""
+        """One episode with ``reset(seed)``; returns success. The policy's sampling noise is
+        seeded with ``seed`` too, so an episode is reproducible (and comparable in process)."""
+        import torch
+
+        torch.manual_seed(seed)
         obs, _ = self.env.reset(seed=seed)
         self.runner.reset()
         done, length, success, holds = False, 0, False, 0
