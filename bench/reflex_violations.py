@@ -70,6 +70,13 @@ def run(
     }
 
 
+def _counts(text: str) -> int | dict[str, int]:
+    """``"60"`` (every policy) or ``"careless:250,expert:80,..."``."""
+    if ":" not in text:
+        return int(text)
+    return {k: int(v) for k, v in (item.split(":") for item in text.split(","))}
+
+
 def main(argv: list[str]) -> dict:
     args = dict(a.split("=", 1) for a in argv)
     task = args.get("task", "peg_insert")
@@ -83,7 +90,7 @@ def main(argv: list[str]) -> dict:
         _, _, st = pretrain_critic(
             task,
             out / f"critic_{task}.npz",
-            episodes=int(args.get("pretrain_episodes", 60)),
+            episodes=_counts(args.get("pretrain_episodes", "60")),
             updates=int(args.get("updates", 4000)),
             task_keys=task_keys,
             progress=False,

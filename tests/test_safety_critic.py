@@ -86,3 +86,25 @@ def test_online_learner_stores_sarsa_transitions_and_pushes_weights() -> None:
     np.testing.assert_allclose(buf.reward[:4], [0.0, 0.0, 1.0, 0.0])
     np.testing.assert_array_equal(buf.terminated[:4], [False, False, True, True])
     assert critic.updates == 3 and guard.reflex.critic.loaded == 1  # after 4 received
+
+
+def test_pretrain_on_scripted_behaviour_exports_a_runtime_critic(tmp_path) -> None:
+    from controllers.reflex import RiskMLP
+    from robotrl.algos.safety_critic import pretrain_critic
+
+    critic, buf, st = pretrain_critic(
+        "peg_insert",
+        tmp_path / "c.npz",
+        episodes={"expert": 1, "adversarial": 2},
+        updates=20,
+        policies=("expert", "adversarial"),
+        task_keys=("hole_pos",),
+        progress=False,
+    )
+    # the expert is safe; ramming the block violates and ends each risk episode
+    assert st["data"]["expert"]["violating_episodes"] == 0
+    assert st["data"]["adversarial"]["violating_episodes"] == 2
+    assert len(buf) == sum(d["transitions"] for d in st["data"].values())
+    assert buf.reward[: len(buf)].sum() == 2 and critic.updates == 20
+    mlp = RiskMLP.from_file(st["critic"])
+    assert mlp.feature_names[-1] == "task/hole_pos" and mlp.obs_dim == 13

@@ -310,7 +310,7 @@ def pretrain_critic(
     task: str,
     out: str | os.PathLike[str],
     *,
-    episodes: int = 60,
+    episodes: int | Mapping[str, int] = 60,
     updates: int = 4000,
     policies: Iterable[str] = ("expert", "careless", "random", "adversarial"),
     task_keys: Iterable[str] = (),
@@ -320,8 +320,9 @@ def pretrain_critic(
     progress: bool = True,
 ) -> tuple[SafetyCritic, ReplayBuffer, dict[str, Any]]:
     """Collect ``episodes`` per scripted policy on ``task`` (the expert for safe data, the
-    risky ones of :data:`sim.risky_policy.RISKY_POLICIES`), fit the critic, export it to
-    ``out``. Returns the critic, its data and statistics (data, final loss, export path)."""
+    risky ones of :data:`sim.risky_policy.RISKY_POLICIES`; a mapping gives a count per
+    policy), fit the critic, export it to ``out``. Returns the critic, its data and
+    statistics (data, final loss, export path)."""
     import sim
     from sim.risky_policy import RISKY_POLICIES
 
@@ -342,10 +343,24 @@ def pretrain_critic(
     names = list(probe.guard.feature_names)
     obs_dim = probe.guard.features().shape[0]
     probe.close()
-    buf = risk_buffer(episodes * len(factories) * 150, obs_dim, 7)
-    stats = collect_risk_data(
-        lambda: sim.make(task, **kw), factories, episodes, buf, seed=seed, progress=progress
+    counts = (
+        {n: int(episodes.get(n, 0)) for n in factories}
+        if isinstance(episodes, Mapping)
+        else dict.fromkeys(factories, int(episodes))
     )
+    buf = risk_buffer(sum(counts.values()) * 150, obs_dim, 7)
+    stats: dict[str, dict[str, float]] = {}
+    for i, (name, factory) in enumerate(factories.items()):
+        stats.update(
+            collect_risk_data(
+                lambda: sim.make(task, **kw),
+                {name: factory},
+                counts[name],
+                buf,
+                seed=seed + 10_000 * i,
+                progress=progress,
+            )
+        )
     critic = SafetyCritic(obs_dim, 7, cfg, feature_names=names, seed=seed)
     critic.set_normalization(buf.obs["features"][: len(buf)])
     logs = critic.fit(buf, updates, rng, progress=progress)
