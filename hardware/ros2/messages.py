@@ -16,6 +16,7 @@ back; Cyclone's XTypes builder rejects a ``bytes`` field); ``geometry_msgs/Quate
 """
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from cyclonedds.idl import IdlStruct
 from cyclonedds.idl.annotations import final
@@ -99,6 +100,25 @@ class JointState(IdlStruct, typename="sensor_msgs.msg.dds_.JointState_"):
     position: sequence[float64] = field(default_factory=list)
     velocity: sequence[float64] = field(default_factory=list)
     effort: sequence[float64] = field(default_factory=list)
+
+    # The 1 kHz topic: XCDR1 little endian goes through the hand-written codec (same bytes,
+    # ~5x faster); anything else falls back to cyclonedds' generic serialiser.
+    def serialize(self, buffer: Any = None, endianness: Any = None, use_version_2: Any = None):
+        if buffer is None and endianness is None and not use_version_2:
+            from hardware.ros2.cdr import encode_joint_state
+
+            t = self.header.stamp
+            return encode_joint_state(t.sec, t.nanosec, self.header.frame_id, self)
+        return super().serialize(buffer, endianness, use_version_2)
+
+    @classmethod
+    def deserialize(cls, data: Any, has_header: bool = True, use_version_2: Any = None):
+        if has_header and use_version_2 is None and bytes(data[:2]) == b"\x00\x01":
+            from hardware.ros2.cdr import decode_joint_state
+
+            sec, nsec, frame, name, pos, vel, eff = decode_joint_state(data)
+            return cls(Header(Time(sec, nsec), frame), name, pos, vel, eff)
+        return super().deserialize(data, has_header=has_header, use_version_2=use_version_2)
 
 
 @dataclass
