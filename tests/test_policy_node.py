@@ -15,6 +15,7 @@ pytest.importorskip("cyclonedds", reason="cyclonedds is in the 'ros2' extra")
 
 from ros2_fakes import FakeTransport
 
+from hardware.ros2 import messages as m
 from hardware.ros2 import policy_node
 from hardware.ros2.config import PolicyNodeConfig, SimRobotConfig
 from hardware.ros2.policy_node import PolicyNode
@@ -52,6 +53,8 @@ def _cfg(ckpt: str, **kw) -> PolicyNodeConfig:
 def test_episodes_run_at_the_policy_rate(tmp_path, via_bridge: bool) -> None:
     ckpt = _checkpoint(tmp_path / "ckpt", KEYS)
     bus = FakeTransport()
+    if via_bridge:  # stands in for the bridge's action reader
+        bus.subscribe(SIM.action, m.Float64MultiArray, lambda msg: None)
     sim_node, thread = _sim(bus)
     node = PolicyNode(_cfg(ckpt, via_bridge=via_bridge), bus)
     try:

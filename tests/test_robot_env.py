@@ -15,6 +15,7 @@ pytest.importorskip("cyclonedds", reason="cyclonedds is in the 'ros2' extra")
 from ros2_fakes import FakeTransport
 
 import sim
+from hardware.ros2 import messages as m
 from hardware.ros2.config import SimRobotConfig
 from hardware.ros2.robot_env import RobotEnvError, RosRobotEnv, task_sizes
 from hardware.ros2.sim_robot_node import SimRobotNode
@@ -117,9 +118,17 @@ def test_via_bridge_publishes_actions_instead_of_commands() -> None:
     bus = FakeTransport()
     node, thread = _sim_node(bus, "reach")
     env = RosRobotEnv(
-        bus, SIM, command="action", task_sizes=task_sizes("reach"), state_timeout_s=0.5
+        bus,
+        SIM,
+        command="action",
+        task_sizes=task_sizes("reach"),
+        state_timeout_s=0.5,
+        reset_timeout_s=1.0,
     )
     try:
+        with pytest.raises(RobotEnvError, match="start robotrl-bridge"):
+            env.reset(seed=0)  # no bridge listens: fail, do not act into the void
+        bus.subscribe(SIM.action, m.Float64MultiArray, lambda msg: None)  # the bridge
         env.reset(seed=0)
         a = np.array([0.1, 0.2, 0.3, 0.0, 0.0, 0.0, -1.0])
         env.step(a)

@@ -100,7 +100,7 @@ class RosRobotEnv(gym.Env):
         cameras: Sequence[str] = (),
         image_size: tuple[int, int] = (96, 96),
         terminate_on_success: bool = True,
-        reset_timeout_s: float = 10.0,
+        reset_timeout_s: float = 30.0,
         lockstep: bool = False,
     ) -> None:
         if command not in COMMANDS:
@@ -231,6 +231,11 @@ class RosRobotEnv(gym.Env):
             or (self._action_pub is not None and self._action_pub.matched_count() == 0)
         ):
             time.sleep(0.01)
+        if self._action_pub is not None and self._action_pub.matched_count() == 0:
+            raise RobotEnvError(
+                f"nobody subscribes to {self.profile.action} within {self.reset_timeout_s} s: "
+                "start robotrl-bridge (or use command='equilibrium_pose')"
+            )
         if not self._matched_once:  # let the other direction of discovery settle, once
             self._matched_once = True
             time.sleep(0.2)
