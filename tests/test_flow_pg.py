@@ -258,3 +258,15 @@ def test_tiny_vla_rollout_recomputes_and_updates(algo):
     w0 = policy.net.out.weight.detach().clone()
     logs = learner.update(batch)
     assert not torch.allclose(policy.net.out.weight, w0) and np.isfinite(logs["pg_loss"])
+
+
+def test_critic_warmup_updates_only_the_value_head(biased):
+    policy = _copy(biased)
+    cfg = FlowPGConfig(algo="flow_sde", critic_lr=1e-2)
+    rollout = FlowRollout(policy, _venv(8), cfg.mode, 1, seed=5)
+    learner = FlowPG(policy, rollout.feature_dim, cfg)
+    before = {k: v.clone() for k, v in policy.state_dict().items()}
+    v0 = learner.value[0].weight.detach().clone()
+    logs = learner.update(learner.make_batch(rollout.collect(64)), update_actor=False)
+    assert all(torch.equal(before[k], v) for k, v in policy.state_dict().items())
+    assert not torch.allclose(learner.value[0].weight, v0) and "pg_loss" not in logs

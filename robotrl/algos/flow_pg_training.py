@@ -112,7 +112,8 @@ def train_flow_pg(
             recent += [ep.success for g in groups for ep in g]
             batch = learner.make_batch(groups)
             if batch is not None:
-                last_logs = learner.update(batch, seed=train.seed + it)
+                warm = cfg.uses_critic and it < cfg.critic_warmup_iters
+                last_logs = learner.update(batch, seed=train.seed + it, update_actor=not warm)
                 last_logs["kept_chunks"] = last_logs.pop("batch_chunks")
             it += 1
             if rollout.env_steps >= next_eval:
