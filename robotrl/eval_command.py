@@ -5,10 +5,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from policies.checkpoint import load_policy
 from robotrl.policy_env import (
+    check_one_robot,
     env_kwargs,
     record_videos,
     rollout_policy,
@@ -25,12 +26,17 @@ def run_eval(cfg: DictConfig) -> dict[str, Any]:
         raise ValueError("the checkpoint names no task: give task=...")
     te = int(cfg.execute_horizon or meta.get("execute_horizon", policy.action_horizon // 2))
     backend = cfg.get("backend", "mujoco")
-    kwargs = with_backend(env_kwargs(meta), backend)
+    check_one_robot(backend, cfg.num_envs)
+    ros2 = OmegaConf.to_container(cfg.ros2) if cfg.get("ros2") is not None else None
+    kwargs = with_backend(env_kwargs(meta), backend, ros2)  # type: ignore[arg-type]
     safety = str(cfg.get("safety", "off"))
     kwargs.update(safety_env_kwargs(safety, cfg.get("safety_critic"), cfg.get("safety_threshold")))
     safety_counts: dict[str, int] = {}
     run_dir = make_run_dir(cfg.output_dir, cfg.name)
     save_config(cfg, run_dir)
+    import torch
+
+    torch.manual_seed(cfg.seed)  # the policy's sampling noise: a rerun gives the same episodes
     start = time.perf_counter()
     res = rollout_policy(
         policy,
@@ -49,7 +55,7 @@ def run_eval(cfg: DictConfig) -> dict[str, Any]:
         task,
         kwargs,
         run_dir,
-        count=cfg.videos,
+        count=cfg.videos if backend != "ros2" else 0,  # a robot is not rendered
         seed=cfg.seed,
         execute_horizon=te,
         size=tuple(cfg.video_size),

@@ -24,16 +24,31 @@ def env_kwargs(meta: dict[str, Any]) -> dict[str, Any]:
     return kw
 
 
-def with_backend(kwargs: dict[str, Any], backend: str) -> dict[str, Any]:
+def with_backend(
+    kwargs: dict[str, Any], backend: str, ros2: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """``kwargs`` for ``sim.make`` on another simulator (``sim.registry.BACKENDS``). Those have
     no in-simulator ("native") impedance law, so a checkpoint's ``native`` controller becomes
-    the numpy ``impedance`` controller: the same law, as it runs on hardware."""
+    the numpy ``impedance`` controller: the same law, as it runs on hardware. ``backend=ros2``
+    (a robot over ROS 2, ``hardware/ros2/robot_backend.py``) also takes the non-null entries of
+    ``ros2`` (``profile``, ``domain_id``, ``params_file``, ``reward_classifier``)."""
     if backend == "mujoco":
         return kwargs
     out = {**kwargs, "backend": backend}
     if out.get("controller") == "native":
         out["controller"] = "impedance"
+    if backend == "ros2":
+        out.update({k: v for k, v in (ros2 or {}).items() if v is not None})
     return out
+
+
+def check_one_robot(backend: str, num_envs: int, workers: int = 0) -> None:
+    """``backend=ros2`` steps one robot: one env, in this process (ValueError otherwise)."""
+    if backend == "ros2" and (num_envs != 1 or workers > 0):
+        raise ValueError(
+            f"backend=ros2 drives one robot: expected num_envs=1 and no ray workers, got "
+            f"num_envs={num_envs}, ray.workers={workers}"
+        )
 
 
 SAFETY_MODES = ("off", "monitor", "reflex")

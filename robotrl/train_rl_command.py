@@ -19,7 +19,7 @@ from robotrl.algos.residual import ResidualAgent, ResidualConfig, StateFeaturize
 from robotrl.algos.residual_training import TrainConfig, demo_buffer, train_residual
 from robotrl.datasets import EpisodeStore, compute_stats
 from robotrl.metrics import MetricsLogger, log_episodes
-from robotrl.policy_env import env_kwargs, safety_env_kwargs, with_backend
+from robotrl.policy_env import check_one_robot, env_kwargs, safety_env_kwargs, with_backend
 from robotrl.run import make_run_dir, save_config
 from robotrl.video import write_mp4
 
@@ -29,6 +29,7 @@ def _human(cfg: DictConfig, task: str, make_env: Any) -> Any:
         return None
     if cfg.human == "scripted":
         env = make_env()
+        env.close()  # only its action scales are read (on backend=ros2 it is a robot connection)
         return ScriptedHuman(
             lambda: sim.make_expert(task, env), cfg.num_envs, threshold=cfg.human_threshold
         )
@@ -146,7 +147,10 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
     if not task:
         raise ValueError("the checkpoint names no task: give task=...")
     te = int(meta.get("execute_horizon", base.action_horizon // 2))
-    kw = with_backend(env_kwargs(meta), cfg.get("backend", "mujoco"))
+    backend = cfg.get("backend", "mujoco")
+    check_one_robot(backend, cfg.num_envs, int(cfg.get("ray", {}).get("workers", 0) or 0))
+    ros2 = OmegaConf.to_container(cfg.ros2) if cfg.get("ros2") is not None else None
+    kw = with_backend(env_kwargs(meta), backend, ros2)  # type: ignore[arg-type]
     safety = str(cfg.get("safety", "off"))
     kw.update(safety_env_kwargs(safety, cfg.get("safety_critic"), cfg.get("safety_threshold")))
     guards: list[Any] = []  # every guarded env's counters end up in the JSON
@@ -231,7 +235,9 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
     plot = _plot(logger, run_dir)
     episodes_plot = log_episodes(result.episodes, run_dir)
     videos = (
-        _video(result.agent, base, featurizer, task, kw, run_dir, 100_000, te) if cfg.videos else []
+        _video(result.agent, base, featurizer, task, kw, run_dir, 100_000, te)
+        if cfg.videos and backend != "ros2"  # a robot is not rendered
+        else []
     )
     first, last = result.evaluations[0], result.evaluations[-1]
     return {

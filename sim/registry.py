@@ -42,6 +42,7 @@ def _task(name: str) -> Task:
 BACKENDS: dict[str, str] = {
     "pybullet": "sim.pybullet_env:make_pybullet",
     "maniskill": "sim.maniskill_env:make_maniskill",
+    "ros2": "hardware.ros2.robot_backend:make_ros2",  # a robot (or robotrl-sim-robot) over ROS 2
 }
 
 
