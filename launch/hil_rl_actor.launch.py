@@ -1,7 +1,9 @@
 """Human-in-the-loop RL with the actor on the robot PC: ``robotrl train-rl role=actor`` streams
 transitions to a learner (a GPU box, or ``start_learner:=true`` on this machine) and acts with
 the latest weights; the human takes over with the teleop device (interventions go to both the
-online and the demo buffer). ``use_sim:=true`` also starts the sim robot.
+online and the demo buffer). The actor steps the robot over ROS 2 (``backend=ros2``: the robot
+env on the ``profile``'s topics, settings from ``params_file``); ``use_sim:=true`` also starts
+the sim robot (then ``profile:=sim``).
 
     ros2 launch launch/hil_rl_actor.launch.py checkpoint:=outputs/.../checkpoint \\
         learner_address:=tcp://gpu-box:5555 human:=spacemouse
@@ -23,6 +25,14 @@ def generate_launch_description() -> LaunchDescription:
     args = [
         DeclareLaunchArgument(
             "checkpoint", description="base policy checkpoint (a train-bc checkpoint, required)"
+        ),
+        DeclareLaunchArgument(
+            "params_file",
+            default_value=os.path.join(CONFIG, "hil_rl_actor.yaml"),
+            description="parameter YAML of the actor's robot env (section robotrl_robot_env)",
+        ),
+        DeclareLaunchArgument(
+            "profile", default_value="franka", description="topic profile: franka|generic|sim"
         ),
         DeclareLaunchArgument(
             "learner_address",
@@ -58,6 +68,9 @@ def generate_launch_description() -> LaunchDescription:
             "robotrl",
             "train-rl",
             "role=actor",
+            "backend=ros2",
+            ["ros2.profile=", arg("profile")],
+            ["ros2.params_file=", arg("params_file")],
             ["address=", arg("learner_address")],
             ["checkpoint=", arg("checkpoint")],
             ["human=", arg("human")],

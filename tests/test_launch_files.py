@@ -27,6 +27,7 @@ from hardware.ros2.config import (
     SimRobotConfig,
     TeleopNodeConfig,
 )
+from hardware.ros2.robot_backend import RobotEnvConfig, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 LAUNCH = ROOT / "launch"
@@ -231,7 +232,7 @@ def test_parameter_files_exist_and_load_into_node_configs(path: Path) -> None:
 
 
 def test_every_parameter_file_section_is_a_node_and_loads() -> None:
-    by_node = {cls.NODE_NAME: cls for cls in NODE_CONFIGS.values()}
+    by_node = {cls.NODE_NAME: cls for cls in [*NODE_CONFIGS.values(), RobotEnvConfig]}
     files = sorted((LAUNCH / "config").glob("*.yaml"))
     assert len(files) >= 3
     import yaml
@@ -276,6 +277,28 @@ def test_hil_actor_overrides_exist_in_train_rl_config() -> None:
             if key == "role":
                 roles.append(value)
     assert sorted(roles) == ["actor", "learner"]
+
+
+def test_hil_actor_steps_the_ros2_robot_env_of_its_parameter_file() -> None:
+    """The actor runs ``backend=ros2``; its ``ros2.*`` overrides compose into train-rl's config
+    and load into the robot env's config (profile from the launch argument)."""
+    from robotrl.cli import compose
+    from robotrl.policy_env import with_backend
+
+    path = LAUNCH / "hil_rl_actor.launch.py"
+    for profile in ("franka", "sim"):
+        started = dict(_processes(path, {"profile": profile, "use_sim": "true"}))
+        actor = started["robotrl_actor"]
+        assert "backend=ros2" in actor and "robotrl_sim_robot" in started
+        cfg = compose("train_rl", actor[2:])
+        assert cfg.backend == "ros2" and cfg.role == "actor"
+        kw = with_backend({"controller": "native"}, cfg.backend, dict(cfg.ros2))
+        assert kw["backend"] == "ros2" and kw["profile"] == profile
+        assert Path(kw["params_file"]).is_file()
+        env_cfg = load_config(kw["params_file"], kw["profile"])
+        assert env_cfg.profile == profile and env_cfg.control_hz == 20.0
+        assert env_cfg.state_timeout_s == 0.05 and not env_cfg.lockstep
+        assert env_cfg.topic_profile().equilibrium_pose  # commands go to the robot
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
