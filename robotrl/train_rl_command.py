@@ -102,8 +102,9 @@ def _online_risk(cfg: DictConfig) -> Any:
     return OnlineRiskLearner(SafetyCritic.from_export(cfg.safety_critic), seed=cfg.seed)
 
 
-def _safety_summary(safety: str, guards: list[Any], online: Any) -> dict[str, Any]:
-    """Summed counters of every guarded env (training and evaluation envs)."""
+def _safety_summary(safety: str, guards: list[Any], online: Any, run_dir: Any) -> dict[str, Any]:
+    """Summed counters of every guarded env (training and evaluation envs); the online-updated
+    critic is exported to ``<run_dir>/safety_critic.npz`` (deploy that one)."""
     if safety == "off":
         return {}
     counts: dict[str, int] = {}
@@ -116,6 +117,7 @@ def _safety_summary(safety: str, guards: list[Any], online: Any) -> dict[str, An
             "transitions": online.received,
             "skipped": online.skipped,
             "updates": online.critic.updates,
+            "critic": str(online.critic.export(run_dir / "safety_critic.npz")),
         }
     return out
 
@@ -265,7 +267,7 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
         "plot": plot,
         "episodes_plot": str(episodes_plot) if episodes_plot else None,
         "videos": videos,
-        **_safety_summary(safety, guards, online),
+        **_safety_summary(safety, guards, online, run_dir),
         "run_dir": str(run_dir),
     }
 

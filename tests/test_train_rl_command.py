@@ -159,3 +159,7 @@ def test_safety_reflex_guards_training_and_learns_online(tmp_path, base_and_demo
     # the online learner saw the run's transitions and updated the critic in the reflexes
     assert out["safety_online"]["transitions"] >= 120 - out["safety_online"]["skipped"] - 5
     assert out["safety_online"]["updates"] > 0
+    from controllers.reflex import RiskMLP
+
+    updated = RiskMLP.from_file(out["safety_online"]["critic"])  # the critic to deploy
+    assert updated.feature_names == ["ee_pos", "ee_vel", "force", "gripper"]
