@@ -73,7 +73,7 @@ class RobotEnvConfig(NodeConfig):
     max_episode_steps: int = 0
     task_state: bool = True
     lockstep: bool = False
-    reset_timeout_s: float = 10.0
+    reset_timeout_s: float = 30.0
 
     def validate(self) -> None:
         for n in ("control_hz", "state_timeout_s", "max_dpos", "max_drot", "reset_timeout_s"):
@@ -111,11 +111,12 @@ class RobotBackendEnv(RosRobotEnv):
     and the transport closed with the env.
 
     Args:
-        transport: the transport (owned: closed by :meth:`close`).
+        transport: the transport.
         task: sim task name (``sim.TASKS``): horizon and task observation entries.
         cfg: robot env settings.
         cameras: camera names (``images/<name>`` from the profile's Image topics).
         image_size: (H, W) of the camera images.
+        own_transport: close ``transport`` with the env.
     """
 
     def __init__(
@@ -126,6 +127,7 @@ class RobotBackendEnv(RosRobotEnv):
         *,
         cameras: Sequence[str] = (),
         image_size: tuple[int, int] = (96, 96),
+        own_transport: bool = True,
     ) -> None:
         from sim.registry import _task
 
@@ -153,13 +155,15 @@ class RobotBackendEnv(RosRobotEnv):
         )
         self.max_dpos, self.max_drot = cfg.max_dpos, cfg.max_drot
         self._closed = False
+        self._own_transport = own_transport
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         super().close()
-        self.transport.close()
+        if self._own_transport:
+            self.transport.close()
 
 
 class ClassifierSuccess(gym.Wrapper):
@@ -230,7 +234,8 @@ def make_ros2(
         controller: ignored (the robot runs its own impedance controller; the sim robot node
             its ``controller`` parameter).
         cameras, image_size: the checkpoint's cameras and (H, W).
-        transport: use this transport (tests); None: ``make_transport`` on the domain.
+        transport: use this transport (not closed with the env; tests); None: the env's own
+            ``make_transport`` on the domain.
     """
     del controller  # the robot's own controller runs; kept so checkpoint kwargs pass through
     if unsupported:
@@ -241,12 +246,14 @@ def make_ros2(
     cfg = load_config(params_file, profile, domain_id)
 
     def build(cams: Sequence[str], size: tuple[int, int]) -> RobotBackendEnv:
-        tr = transport
-        if tr is None:
-            from hardware.ros2.transport import make_transport
+        if transport is not None:
+            return RobotBackendEnv(
+                transport, task, cfg, cameras=cams, image_size=size, own_transport=False
+            )
+        from hardware.ros2.transport import make_transport
 
-            domain = None if cfg.domain_id < 0 else cfg.domain_id
-            tr = make_transport(domain_id=domain, node_name=RobotEnvConfig.NODE_NAME)
+        domain = None if cfg.domain_id < 0 else cfg.domain_id
+        tr = make_transport(domain_id=domain, node_name=RobotEnvConfig.NODE_NAME)
         return RobotBackendEnv(tr, task, cfg, cameras=cams, image_size=size)
 
     size = (int(image_size[0]), int(image_size[1]))
