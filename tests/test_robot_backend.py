@@ -135,6 +135,28 @@ def test_env_of_the_task_over_topics_and_classifier_rewards(tmp_path) -> None:
         robot.close()
 
 
+def test_lockstep_hold_sends_no_extra_step(tmp_path, monkeypatch) -> None:
+    """A lockstep robot left waiting (a learner pausing between steps) holds without being sent
+    its last target again: every re-sent pose would step the sim robot once more."""
+    from hardware.ros2 import robot_env
+
+    monkeypatch.setattr(robot_env, "LOCKSTEP_TIMEOUT_S", 0.2)
+    bus = FakeTransport()
+    robot = LockstepSim(bus, task="reach")  # answers resets; steps only on ``action``
+    env = make_ros2(
+        "reach", params_file=_params(tmp_path, profile="sim", lockstep=True), transport=bus
+    )
+    try:
+        env.reset(seed=1)
+        _, _, _, _, info = env.step(np.zeros(7))  # a pose goes out; nobody steps on it
+        assert info["hold"] and len(bus.sent[SIM.equilibrium_pose]) == 1
+        time.sleep(0.6)  # the watchdog holds (no state for 0.2 s)
+        assert env.watchdog.held and len(bus.sent[SIM.equilibrium_pose]) == 1
+    finally:
+        env.close()
+        robot.close()
+
+
 def _json(text: str) -> dict:
     return json.loads([ln for ln in text.splitlines() if ln.startswith("{")][-1])
 

@@ -179,7 +179,8 @@ class RosRobotEnv(gym.Env):
             self._episode_lock.notify_all()
 
     def _on_hold(self, reason: str) -> None:
-        if self.commander is not None:
+        # lockstep: a re-sent target would step the sim robot once more (learner pauses)
+        if self.commander is not None and not self.lockstep:
             self.commander.hold()
 
     def _on_resume(self) -> None:
