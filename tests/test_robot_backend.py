@@ -135,6 +135,32 @@ def test_env_of_the_task_over_topics_and_classifier_rewards(tmp_path) -> None:
         robot.close()
 
 
+def test_a_reset_by_another_env_ends_the_episode(tmp_path) -> None:
+    """One robot, two envs (a rollout env and an evaluation env): once the second resets the
+    robot, the first sends nothing more and ends its episode, truncated and interrupted."""
+    bus = FakeTransport()
+    robot = LockstepSim(bus, task="reach")
+    params = _params(tmp_path, profile="sim", via_bridge=True, lockstep=True)
+    rollout, evaluation = (make_ros2("reach", params_file=params, transport=bus) for _ in "ab")
+    try:
+        rollout.reset(seed=1)
+        assert not rollout.step(np.zeros(7))[4]["interrupted"]
+        evaluation.reset(seed=2)
+        evaluation.step(np.zeros(7))
+        sent = len(bus.sent[SIM.action])
+        _, reward, terminated, truncated, info = rollout.step(np.zeros(7))
+        assert truncated and not terminated and reward == 0.0 and info["hold"]
+        assert "reset to seed 2 (this episode: 1)" in info["interrupted"]
+        assert len(bus.sent[SIM.action]) == sent  # nothing reached the robot
+        rollout.reset(seed=3)  # a new episode acts again
+        assert not rollout.step(np.zeros(7))[4]["interrupted"]
+        assert len(bus.sent[SIM.action]) == sent + 1
+    finally:
+        rollout.close()
+        evaluation.close()
+        robot.close()
+
+
 def test_lockstep_hold_sends_no_extra_step(tmp_path, monkeypatch) -> None:
     """A lockstep robot left waiting (a learner pausing between steps) holds without being sent
     its last target again: every re-sent pose would step the sim robot once more."""
@@ -251,3 +277,52 @@ def test_eval_over_dds_matches_in_process(tmp_path, checkpoint) -> None:
     # 4 expert + 3 checkpoint episodes: one reset and one step per env step, nothing else
     assert stats["resets"] >= 7
     assert stats["commands"] == sum(res.lengths) + round(3 * in_proc["mean_length"])
+
+
+def test_train_rl_runs_on_the_robot_env(tmp_path, checkpoint) -> None:
+    """``robotrl train-rl backend=ros2`` (residual RL, scripted human, a few hundred steps) on a
+    lockstep ``robotrl-sim-robot`` process (stepping on the normalised actions, ``via_bridge``,
+    ``lockstep_on:=action``: ``PandaEnv.step`` itself): the run completes and its step-0
+    evaluation equals the in-process one. The training episodes differ: that evaluation resets
+    the one robot under the rollout's first episode, which the env then ends (``interrupted``),
+    where a sim gives the evaluation a world of its own."""
+    from hardware.ros2.transport import loopback_config
+    from robotrl.cli import compose
+    from robotrl.train_rl_command import run_train_rl
+
+    os.environ.setdefault("CYCLONEDDS_URI", loopback_config())
+    domain = random.randint(1, 230)
+    env_vars = {**os.environ, "ROS_DOMAIN_ID": str(domain), "OMP_NUM_THREADS": "1"}
+    env_vars["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env_vars.get("PATH", "")
+    robot = subprocess.Popen(
+        [
+            *("robotrl-sim-robot", "--ros-args", "-p", "profile:=sim", "-p", "task:=reach"),
+            *("-p", "lockstep:=true", "-p", "lockstep_on:=action"),
+        ],
+        env=env_vars,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    params = _params(tmp_path, profile="sim", lockstep=True, via_bridge=True)
+    common = [
+        *(f"checkpoint={checkpoint}", "human=scripted", "total_steps=200", "warmup_steps=50"),
+        *("critic_warmup_updates=10", "eval_every=200", "eval_episodes=2", "videos=0"),
+        *("residual.hidden=32", "residual.ensemble=2", "residual.utd=1", "residual.batch_size=32"),
+        *(f"output_dir={tmp_path}", "progress=false"),
+    ]
+    try:
+        over_dds = run_train_rl(
+            compose(
+                "train_rl",
+                [*common, "backend=ros2", f"ros2.params_file={params}", f"ros2.domain_id={domain}"],
+            )
+        )
+    finally:
+        robot.terminate()
+        robot.communicate(timeout=30)
+    in_proc = run_train_rl(compose("train_rl", common))
+    print("train-rl over DDS:", over_dds, "in process:", in_proc)
+    assert over_dds["env_steps"] == in_proc["env_steps"] == 200
+    assert over_dds["episodes"] >= 4 and in_proc["episodes"] >= 4
+    assert over_dds["base_success"] == in_proc["base_success"]
+    assert over_dds["intervention_rate_first_20"] > 0  # the scripted human took over

@@ -157,6 +157,21 @@ class RobotBackendEnv(RosRobotEnv):
         self._closed = False
         self._own_transport = own_transport
 
+    def step(self, action: Any) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        """:meth:`RosRobotEnv.step`, unless the robot was reset by someone else since this env's
+        reset (an evaluation env on the same robot, an operator): then nothing is sent and the
+        episode ends, truncated, with ``info["interrupted"]`` saying why (one robot, one
+        episode: a sim gives every env its own world, a robot does not)."""
+        with self._episode_lock:  # the robot's newest episode message
+            ep = dict(self._episode) if self._episode is not None else None
+        if ep is not None and int(ep["seed"]) != self._seed and self._last_obs is not None:
+            reason = f"the robot was reset to seed {int(ep['seed'])} (this episode: {self._seed})"
+            info = {"success": False, "intervention": False, "safety": {}, "hold": True}
+            info.update(hold_reason=reason, interrupted=reason)
+            return self._last_obs, 0.0, False, True, info
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, reward, terminated, truncated, {**info, "interrupted": ""}
+
     def close(self) -> None:
         if self._closed:
             return
