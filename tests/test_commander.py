@@ -117,7 +117,7 @@ def test_watchdog_holds_with_the_stale_topic_and_resumes() -> None:
     try:
         assert dog.held and "no state received yet" in dog.check()
         publish_all(1)
-        _wait(lambda: not dog.held)
+        _wait(lambda: not dog.held and resumes)  # the callbacks follow the flag
         assert resumes == [1] and dog.check() == ""
         clock.t += 40_000_000  # 40 ms: within the bound
         time.sleep(0.02)
@@ -126,13 +126,13 @@ def test_watchdog_holds_with_the_stale_topic_and_resumes() -> None:
         clock.t += 30_000_000
         wrench = state_messages(obs, 2, SIM)[SIM.wrench]
         cache.put(SIM.wrench, wrench)
-        _wait(lambda: dog.held)
-        assert holds and "70 ms old > 50 ms bound" in holds[0]
+        _wait(lambda: dog.held and holds)
+        assert "70 ms old > 50 ms bound" in holds[0]
         assert holds[0].split()[0] in (SIM.joint_states, SIM.ee_pose, SIM.gripper_joint_states)
         assert bus.sent[STATUS_TOPIC][-1].data == f"hold: {holds[0]}"
         assert dog.state.events[-1].reason == holds[0] and dog.state.events[-1].end is None
         publish_all(3)
-        _wait(lambda: not dog.held)
+        _wait(lambda: not dog.held and len(resumes) == 2)
         assert resumes == [1, 1] and bus.sent[STATUS_TOPIC][-1].data == "ok"
         assert dog.state.events[-1].end is not None
     finally:

@@ -27,6 +27,7 @@ Example::
 from __future__ import annotations
 
 import atexit
+import gc
 import importlib
 import logging
 import os
@@ -205,17 +206,28 @@ class _CyclonePublisher:
         return len(self._writer.get_matched_subscriptions())
 
 
-class _CycloneSubscription:
-    def __init__(self, reader: Any) -> None:
-        self._reader = reader
+class _Flag:
+    __slots__ = ("closed",)
+
+    def __init__(self) -> None:
         self.closed = False
+
+
+class _CycloneSubscription:
+    def __init__(self, reader: Any, flag: _Flag) -> None:
+        self._reader = reader
+        self._flag = flag
+
+    @property
+    def closed(self) -> bool:
+        return self._flag.closed
 
     def matched_count(self) -> int:
         return len(self._reader.get_matched_publications())
 
     def close(self) -> None:
-        if not self.closed:
-            self.closed = True
+        if not self._flag.closed:
+            self._flag.closed = True
             self._reader.set_listener(None)
 
 
@@ -285,13 +297,17 @@ class CycloneTransport:
         from cyclonedds.core import Listener
         from cyclonedds.sub import DataReader
 
-        holder: list[_CycloneSubscription] = []
+        # The listener closure holds only this flag, never the reader or the subscription: no
+        # reference cycle, so closing deletes the DDS entities right away in the closing thread.
+        # Cyclic garbage collected later inside a listener callback runs dds_delete from the
+        # receive thread, which deadlocks against a concurrent set_listener (seen in tests).
+        flag = _Flag()
 
         def on_data(reader: Any) -> None:
             if reader is None:  # the reader was deleted while a notification was in flight
                 return
             for msg in reader.take(N=64):
-                if holder and holder[0].closed:
+                if flag.closed:
                     return
                 if not isinstance(msg, msg_type):  # InvalidSample: a writer left, no data
                     continue
@@ -306,8 +322,7 @@ class CycloneTransport:
             qos=_cyclone_qos(qos, msg_type, False),
             listener=Listener(on_data_available=on_data),
         )
-        sub = _CycloneSubscription(reader)
-        holder.append(sub)
+        sub = _CycloneSubscription(reader, flag)
         # Samples that arrived while the reader was being built (latched history) fired the
         # listener before the Python entity existed; take them now.
         on_data(reader)
@@ -326,6 +341,7 @@ class CycloneTransport:
         self._topics.clear()
         self._dp = self._pub = self._sub = None
         atexit.unregister(self.close)
+        gc.collect()  # delete what is left of the entities here, not in a receive thread
 
     def __enter__(self) -> CycloneTransport:
         return self
