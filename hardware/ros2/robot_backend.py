@@ -188,9 +188,12 @@ class ClassifierSuccess(gym.Wrapper):
 
     def __init__(self, env: gym.Env) -> None:
         super().__init__(env)
-        self.max_dpos = env.unwrapped.max_dpos
-        self.max_drot = env.unwrapped.max_drot
-        self.control_hz = env.unwrapped.control_hz
+        inner: Any = env.unwrapped
+        self.max_dpos, self.max_drot, self.control_hz = (
+            inner.max_dpos,
+            inner.max_drot,
+            inner.control_hz,
+        )
 
     def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
