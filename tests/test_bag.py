@@ -170,9 +170,10 @@ def test_robotrl_bag_record_info_and_play_over_dds(tmp_path, capsys):
         while pub.matched_count() < 1 and time.monotonic() < deadline:
             time.sleep(0.01)
         assert pub.matched_count() == 1, "the recorder never subscribed"
-        for i in range(20):
+        for i in range(20):  # at a topic's pace: a burst can overrun a KEEP_LAST reader
             pub.publish(m.Bool(data=i % 2 == 0))
-        time.sleep(0.5)  # delivery
+            time.sleep(0.01)
+        time.sleep(1.5)  # delivery to a recorder that may be starved of CPU
         proc.terminate()  # SIGTERM: the recorder finishes the bag
         out, _ = proc.communicate(timeout=30)
     finally:

@@ -9,6 +9,7 @@ import select
 import subprocess
 import sys
 import termios
+import time
 
 import numpy as np
 import pytest
@@ -268,7 +269,8 @@ def test_ctrl_c_in_a_real_terminal_session_restores_it() -> None:
 
     def wait_for(token: bytes) -> None:
         nonlocal out
-        for _ in range(200):
+        deadline = time.monotonic() + 20.0  # by time: a chatty child fills many reads fast
+        while time.monotonic() < deadline:
             if token in out:
                 return
             if select.select([master], [], [], 0.05)[0]:
