@@ -32,9 +32,9 @@ import torch
 import sim
 from policies.checkpoint import load_policy
 from robotrl.async_runner import AsyncChunkRunner, lookahead_for
-from robotrl.inference_worker import SimulatedTimeWorker
 from robotrl.chunk_runner import ChunkRunner, SingleEnvPolicy
 from robotrl.evaluation import evaluate
+from robotrl.inference_worker import SimulatedTimeWorker
 from robotrl.policy_env import env_kwargs
 
 
