@@ -134,6 +134,7 @@ def run_quickstart(cfg: DictConfig) -> dict[str, Any]:
     summary = {
         "command": "quickstart",
         "task": cfg.task,
+        "human": cfg.human,
         "expert_success": experts["tasks"][cfg.task]["success_rate"],
         "demos": collect["recorded"],
         "bias": list(cfg.bias),
@@ -188,8 +189,12 @@ def write_report(
         f"Expert demos: {s['demos']} episodes (scripted expert success "
         f"{pct(s['expert_success'])}), copied with the action bias {s['bias']} "
         "(a miscalibrated teleop device). A flow policy is trained on the biased copy, then "
-        f"refined by residual RL with a {'scripted human' if rl else 'human'} who takes over "
-        "when it strays.",
+        "refined by residual RL"
+        + (
+            " with a scripted human who takes over when it strays."
+            if s["human"] == "scripted"
+            else f" (human: {s['human']})."
+        ),
         "",
         "| stage | success | 95 % CI | env steps | wall time |",
         "|---|---|---|---|---|",

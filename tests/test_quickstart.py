@@ -35,6 +35,7 @@ def test_quickstart_runs_every_stage_and_writes_a_report(tmp_path):
     report = Path(s["report"])
     text = report.read_text()
     assert "| + residual RL |" in text and "Intervention rate" in text
+    assert "with a scripted human" in text and s["human"] == "scripted"
     # every linked file exists (curves and videos are relative to the report)
     import re
 

@@ -182,7 +182,7 @@ class VideoWriter:
 
 
 class RollingVideo:
-    """One camera's episodes -> ``videos/<key>/chunk-XXX/file-YYY.mp4`` files of at most
+    """One camera's episodes -> ``videos/<key>/chunk-<NNN>/file-<NNN>.mp4`` files of at most
     ``max_mb`` each (one episode may exceed it alone).
 
     Each episode is encoded to its own temporary MP4 (so its size is exact: a file still being

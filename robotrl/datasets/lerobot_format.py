@@ -17,8 +17,8 @@ Exported layout::
                         dataset_to_index, videos/<key>/{chunk_index, file_index,
                         from_timestamp, to_timestamp}, stats/<feature>/<stat>,
                         meta/episodes/{chunk_index, file_index}, robotrl/<field>
-    data/chunk-XXX/file-YYY.parquet            one row per step (rolls at 100 MB)
-    videos/<key>/chunk-XXX/file-YYY.mp4         with video=True (rolls at 200 MB)
+    data/chunk-<NNN>/file-<NNN>.parquet            one row per step (rolls at 100 MB)
+    videos/<key>/chunk-<NNN>/file-<NNN>.mp4         with video=True (rolls at 200 MB)
 
 Key mapping (store -> LeRobot feature)::
 
