@@ -5,15 +5,19 @@ The teleop node reads the device at the control rate and publishes the normalise
 with the operator's success / failure keys; the bridge turns it into safety-filtered
 equilibrium poses for the robot's Cartesian impedance controller; the recorder resamples the
 robot's state and the executed action onto the control grid and commits each episode to the zarr
-store. ``use_sim:=true`` also starts the MuJoCo sim robot speaking the same topics.
+store. ``use_sim:=true`` also starts the MuJoCo sim robot speaking the same topics. The recorder
+alone counts ``episodes`` (an episode it had to discard, e.g. one that began before it was up,
+does not count) and the whole launch shuts down when it exits.
 
     ros2 launch launch/collect_teleop.launch.py device:=spacemouse out:=data/pick task:=lift
 """
 
 import os
 
-from launch.actions import DeclareLaunchArgument, ExecuteProcess
+from launch.actions import DeclareLaunchArgument, EmitEvent, ExecuteProcess, RegisterEventHandler
 from launch.conditions import IfCondition, UnlessCondition
+from launch.event_handlers import OnProcessExit
+from launch.events import Shutdown
 from launch.substitutions import LaunchConfiguration
 
 from launch import LaunchDescription
@@ -41,7 +45,9 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument("task", default_value="lift", description="task name (metadata)"),
         DeclareLaunchArgument("operator", default_value="", description="operator (metadata)"),
         DeclareLaunchArgument(
-            "episodes", default_value="0", description="stop after N episodes (0: never)"
+            "episodes",
+            default_value="0",
+            description="shut down after the recorder committed N episodes (0: never)",
         ),
         DeclareLaunchArgument(
             "control_hz", default_value="20.0", description="control / recording rate [Hz]"
@@ -103,8 +109,6 @@ def generate_launch_description() -> LaunchDescription:
             "publish_episodes:=false",
             "-p",
             "auto_reset:=true",
-            "-p",
-            ["episodes:=", arg("episodes")],
         ],
         name="robotrl_teleop",
         output="screen",
@@ -153,4 +157,14 @@ def generate_launch_description() -> LaunchDescription:
         output="screen",
         condition=IfCondition(arg("record_bag")),
     )
-    return LaunchDescription([*args, sim_robot, bridge, teleop, teleop_on_sim, recorder, bag])
+    # The recorder decides when the session is over: the teleop node keeps resetting episodes
+    # until then (it cannot know which of them the recorder had to discard).
+    shutdown = RegisterEventHandler(
+        OnProcessExit(
+            target_action=recorder,
+            on_exit=[EmitEvent(event=Shutdown(reason="the recorder has its episodes"))],
+        )
+    )
+    return LaunchDescription(
+        [*args, sim_robot, bridge, teleop, teleop_on_sim, recorder, bag, shutdown]
+    )

@@ -66,6 +66,22 @@ class ExecuteProcess(_Entity):
     pass
 
 
+class RegisterEventHandler(_Entity):
+    pass
+
+
+class EmitEvent(_Entity):
+    pass
+
+
+class OnProcessExit(_Entity):
+    pass
+
+
+class Shutdown(_Entity):
+    pass
+
+
 class LaunchConfiguration:
     def __init__(self, name: str) -> None:
         self.name = name
@@ -88,6 +104,8 @@ def _stub_modules() -> dict[str, types.ModuleType]:
             "launch.actions",
             "launch.substitutions",
             "launch.conditions",
+            "launch.event_handlers",
+            "launch.events",
             "launch_ros",
             "launch_ros.actions",
         )
@@ -95,11 +113,15 @@ def _stub_modules() -> dict[str, types.ModuleType]:
     mods["launch"].LaunchDescription = LaunchDescription
     mods["launch.actions"].DeclareLaunchArgument = DeclareLaunchArgument
     mods["launch.actions"].ExecuteProcess = ExecuteProcess
+    mods["launch.actions"].RegisterEventHandler = RegisterEventHandler
+    mods["launch.actions"].EmitEvent = EmitEvent
+    mods["launch.event_handlers"].OnProcessExit = OnProcessExit
+    mods["launch.events"].Shutdown = Shutdown
     mods["launch.substitutions"].LaunchConfiguration = LaunchConfiguration
     mods["launch.conditions"].IfCondition = IfCondition
     mods["launch.conditions"].UnlessCondition = UnlessCondition
     mods["launch_ros.actions"].Node = type("Node", (_Entity,), {})
-    for name in ("actions", "substitutions", "conditions"):
+    for name in ("actions", "substitutions", "conditions", "event_handlers", "events"):
         setattr(mods["launch"], name, mods[f"launch.{name}"])
     mods["launch_ros"].actions = mods["launch_ros.actions"]
     return mods
@@ -337,6 +359,22 @@ def test_teleop_cuts_episodes_only_without_the_sim_robot() -> None:
         cfg, _ = TeleopNodeConfig.from_args(started["robotrl_teleop"][1:])
         assert cfg.publish_episodes is expected
         assert ("robotrl_sim_robot" in started) is (use_sim == "true")
+
+
+def test_collect_session_ends_when_the_recorder_has_its_episodes() -> None:
+    """Only the recorder counts episodes (it discards one that began before it was up), so the
+    teleop node runs unbounded and the launch shuts down when the recorder exits."""
+    path = LAUNCH / "collect_teleop.launch.py"
+    ld = _generate(path)
+    started = dict(_processes(path, {"use_sim": "true", "episodes": "3"}))
+    teleop, _ = TeleopNodeConfig.from_args(started["robotrl_teleop"][1:])
+    recorder, _ = RecorderConfig.from_args(started["robotrl_recorder"][1:])
+    assert teleop.episodes == 0 and recorder.episodes == 3
+    handlers = [e.args[0] for e in ld.entities if isinstance(e, RegisterEventHandler)]
+    (on_exit,) = [h for h in handlers if isinstance(h, OnProcessExit)]
+    assert on_exit.kwargs["target_action"].kwargs["name"] == "robotrl_recorder"
+    (emit,) = on_exit.kwargs["on_exit"]
+    assert isinstance(emit, EmitEvent) and isinstance(emit.kwargs["event"], Shutdown)
 
 
 def test_unknown_parameter_is_rejected_listing_valid_keys(tmp_path: Path) -> None:
