@@ -11,7 +11,6 @@ import zarr
 from test_episode_store import FPS, assert_episode_equal, make_episode, record
 
 from robotrl.datasets import EpisodeStore, EpisodeStoreError, repair, verify
-from robotrl.datasets import episode_store as es_mod
 
 
 @pytest.fixture
@@ -30,7 +29,7 @@ def test_crash_before_commit_point_is_repaired(
     def die(*a):  # type: ignore[no-untyped-def]
         raise SystemExit("killed")
 
-    monkeypatch.setattr(es_mod, "_write_root_attrs", die)
+    monkeypatch.setattr("robotrl.datasets.store_commit.write_root_attrs", die)
     monkeypatch.setattr("robotrl.datasets.store_check.truncate_to_commit", lambda s: [])
     (store.path / "data" / "action" / "c.9.0.abc.partial").write_bytes(b"junk")
     with pytest.raises(SystemExit):

@@ -1,27 +1,9 @@
 """Crash-safe zarr v3 episode store, diffusion_policy-compatible.
 
-On-disk layout (one zarr v3 directory store)::
-
-    <root>/zarr.json                  root group; attributes:
-        format="robotrl.episode_store", schema_version, fps [Hz], robot, action_space,
-        created_by, created_at, keys={disk_name: {key, shape, dtype}} (per-step schema),
-        commit={num_episodes, num_steps, seq, time}   <- the commit record (source of truth)
-    <root>/data/<disk_name>           (T, ...) per-step arrays concatenated over episodes:
-        state.<name>      float32 (T, D)        observation ``state/<name>``
-        images.<camera>   uint8 (T, H, W, 3)    observation ``images/<camera>``, 1 frame/chunk
-        action            float32 (T, Da)       executed action (the human's when intervening)
-        intervention      bool (T,)             a human drove this step
-        reward            float32 (T,)          0 when not given
-        timestamp         float64 (T,)          [s] since the episode began
-    <root>/meta/episode_ends          int64 (N,) cumulative step counts (exclusive end)
-    <root>/meta/<field>               (N,) per episode: success bool, terminated bool,
-        intervention_steps int64, duration_s float64 [s], start_time float64 [unix s],
-        operator str, task str, language str, extra str (JSON)
-    <root>/meta/final_obs.<disk_name> (N, ...) observation after the last action
-
-Observation keys ``a/b`` are stored as ``a.b`` so ``data`` stays flat: a reader that does
-``root["data"][name][: root["meta"]["episode_ends"][-1]]`` (diffusion_policy's ReplayBuffer)
-works unchanged. Key components must not contain ``.``.
+The on-disk layout (``data/<key>`` concatenated over episodes, ``meta/episode_ends``, the
+commit record in the root attributes) is described in :mod:`robotrl.datasets.store_layout`;
+recording is :mod:`robotrl.datasets.episode_writer`, checking and repair
+:mod:`robotrl.datasets.store_check`.
 
 Image codec (measured here on 200 MuJoCo-rendered 128x128 frames, front + wrist camera,
 one frame per chunk, one core)::
@@ -38,18 +20,13 @@ episodes verify byte for byte), decodes faster than JPEG, and needs no custom co
 v3 reader opens the images. JPEG would be 3.7x smaller; at 2 cameras x 20 Hz blosc costs
 ~1.1 MB/s of recording (4 GB per hour), which we accept.
 
-Crash safety: only the ``commit`` record in the root attributes says what exists. A commit
-appends rows to every data/meta array (zarr writes each chunk and ``zarr.json`` to a temporary
-file and renames it, so a chunk shared with committed rows is either the old or the new file,
-never torn), fsyncs every written file and directory, then atomically replaces the root
-``zarr.json`` with the new record and fsyncs it. Rows beyond the record are invisible; opening
-for append (or :func:`repair`) truncates them and removes temporary files. One writer at a
-time (``flock`` on the root directory, released by the kernel when the process dies).
+Crash safety: only the ``commit`` record in the root attributes says what exists; the commit
+protocol is :mod:`robotrl.datasets.store_commit`. One writer at a time (``flock`` on the root
+directory, released by the kernel when the process dies).
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import time
@@ -60,131 +37,44 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import zarr
-from zarr.codecs import BloscCodec
-from zarr.storage import LocalStore
+
+from robotrl.datasets.durable_store import DurableLocalStore, lock_writer, write_root_attrs
+from robotrl.datasets.store_commit import commit_episode
+from robotrl.datasets.store_layout import (
+    ARRAY_CODEC,
+    CHUNK_KEYS,
+    FINAL_PREFIX,
+    FORMAT,
+    IMAGE_CODEC,
+    META_CHUNK_ROWS,
+    META_FIELDS,
+    SCHEMA_VERSION,
+    STATE_CHUNK_ROWS,
+    EpisodeStoreError,
+    create_array,
+    read_root_attrs,
+    to_disk_name,
+    to_key,
+)
 
 if TYPE_CHECKING:
     from robotrl.datasets.episode_writer import EpisodeWriter
 
-FORMAT = "robotrl.episode_store"
-SCHEMA_VERSION = 1
-STATE_CHUNK_ROWS = 1024  # rows per chunk of non-image arrays (a 7-float row: 28 kB chunks)
-META_CHUNK_ROWS = 4096
-IMAGE_CODEC = BloscCodec(cname="zstd", clevel=3, shuffle="noshuffle")
-ARRAY_CODEC = BloscCodec(cname="zstd", clevel=3, shuffle="shuffle")
-CHUNK_KEYS = {"name": "default", "configuration": {"separator": "."}}  # flat dir per array
-
-# Per-episode metadata fields: name -> numpy dtype (str fields are variable-length UTF-8).
-META_FIELDS: dict[str, Any] = {
-    "success": np.bool_,
-    "terminated": np.bool_,
-    "intervention_steps": np.int64,
-    "duration_s": np.float64,
-    "start_time": np.float64,
-    "operator": str,
-    "task": str,
-    "language": str,
-    "extra": str,
-    "final_obs_valid": np.bool_,
-}
-FINAL_PREFIX = "final_obs."
-
-
-class EpisodeStoreError(RuntimeError):
-    """The directory is not a valid episode store, or an operation on it failed."""
-
-
-def to_disk_name(key: str) -> str:
-    """``state/ee_pos`` -> ``state.ee_pos`` (the flat array name under ``data/``)."""
-    return key.replace("/", ".")
-
-
-def to_key(disk_name: str) -> str:
-    """``state.ee_pos`` -> ``state/ee_pos``."""
-    return disk_name.replace(".", "/")
-
-
-class _DurableLocalStore(LocalStore):
-    """A zarr LocalStore that remembers which files it wrote so a commit can fsync them."""
-
-    def __init__(self, root: Path | str, *, read_only: bool = False) -> None:
-        super().__init__(root, read_only=read_only)
-        self.dirty: set[Path] = set()
-
-    def set_sync(self, key: str, value: Any) -> None:
-        super().set_sync(key, value)
-        self.dirty.add(self.root / key)
-
-    async def _set(self, key: str, value: Any, exclusive: bool = False) -> None:
-        await super()._set(key, value, exclusive=exclusive)
-        self.dirty.add(self.root / key)
-
-    def sync(self) -> None:
-        """fsync every file written since the last call, then the directories holding them."""
-        dirs: set[Path] = set()
-        for path in self.dirty:
-            _fsync_path(path)
-            parent = path.parent
-            while parent != self.root.parent and parent not in dirs:
-                dirs.add(parent)
-                parent = parent.parent
-        for d in dirs:
-            _fsync_path(d)
-        self.dirty.clear()
-
-
-def _fsync_path(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return  # deleted later in the same commit (a shrunk array's chunk)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_root_attrs(root: Path, attrs: dict[str, Any]) -> None:
-    """Durably and atomically replace the root group's attributes (the commit point)."""
-    meta_path = root / "zarr.json"
-    doc = json.loads(meta_path.read_text())
-    doc["attributes"] = attrs
-    tmp = root / f"zarr.json.{os.getpid()}.partial"
-    with open(tmp, "w") as f:
-        json.dump(doc, f, indent=2)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, meta_path)
-    _fsync_path(root)
-
-
-def _read_root_attrs(root: Path) -> dict[str, Any]:
-    meta_path = root / "zarr.json"
-    if not root.is_dir():
-        raise EpisodeStoreError(f"{root}: no such directory")
-    try:
-        doc = json.loads(meta_path.read_text())
-    except FileNotFoundError:
-        raise EpisodeStoreError(f"{root}: not a zarr v3 store (no zarr.json)") from None
-    except (OSError, ValueError) as e:
-        raise EpisodeStoreError(f"{root}/zarr.json is unreadable or not JSON: {e}") from e
-    attrs = doc.get("attributes", {}) if isinstance(doc, dict) else {}
-    if doc.get("zarr_format") != 3 or doc.get("node_type") != "group":
-        raise EpisodeStoreError(f"{root}: expected a zarr v3 group, got {doc.get('zarr_format')=}")
-    if attrs.get("format") != FORMAT:
-        raise EpisodeStoreError(
-            f"{root}: not a robotrl episode store (attribute format={attrs.get('format')!r}, "
-            f"expected {FORMAT!r})"
-        )
-    if attrs.get("schema_version") != SCHEMA_VERSION:
-        raise EpisodeStoreError(
-            f"{root}: schema_version {attrs.get('schema_version')!r} is not supported "
-            f"(this code reads {SCHEMA_VERSION})"
-        )
-    commit = attrs.get("commit")
-    if not isinstance(commit, dict) or not {"num_episodes", "num_steps"} <= commit.keys():
-        raise EpisodeStoreError(f"{root}: the commit record is missing or malformed: {commit!r}")
-    return attrs
+__all__ = [  # the layout names are re-exported: callers import them from here
+    "ARRAY_CODEC",
+    "CHUNK_KEYS",
+    "FINAL_PREFIX",
+    "FORMAT",
+    "IMAGE_CODEC",
+    "META_CHUNK_ROWS",
+    "META_FIELDS",
+    "SCHEMA_VERSION",
+    "STATE_CHUNK_ROWS",
+    "EpisodeStore",
+    "EpisodeStoreError",
+    "to_disk_name",
+    "to_key",
+]
 
 
 class EpisodeStore:
@@ -199,7 +89,7 @@ class EpisodeStore:
         self.durable = durable
         self._attrs = attrs
         self._lock_fd: int | None = None
-        self._zstore = _DurableLocalStore(path, read_only=(mode == "r"))
+        self._zstore = DurableLocalStore(path, read_only=(mode == "r"))
         try:
             self._root = zarr.open_group(store=self._zstore, mode="r" if mode == "r" else "r+")
             self._data = self._root["data"]
@@ -252,16 +142,16 @@ class EpisodeStore:
             "keys": {},
             "commit": {"num_episodes": 0, "num_steps": 0, "seq": 0, "time": time.time()},
         }
-        zs = _DurableLocalStore(root)
+        zs = DurableLocalStore(root)
         group = zarr.create_group(store=zs, zarr_format=3)
         group.create_group("data")
         meta = group.create_group("meta")
-        _create_array(meta, "episode_ends", (), np.int64, META_CHUNK_ROWS, None)
+        create_array(meta, "episode_ends", (), np.int64, META_CHUNK_ROWS, None)
         for name, dtype in META_FIELDS.items():
-            _create_array(meta, name, (), dtype, META_CHUNK_ROWS, None)
+            create_array(meta, name, (), dtype, META_CHUNK_ROWS, None)
         zs.sync()
         # Written last: until this lands the directory is not a store (open raises).
-        _write_root_attrs(root, json.loads(json.dumps(root_attrs)))
+        write_root_attrs(root, json.loads(json.dumps(root_attrs)))
         return cls.open(root, mode="a", durable=durable)
 
     @classmethod
@@ -273,8 +163,8 @@ class EpisodeStore:
         if mode not in ("r", "a"):
             raise EpisodeStoreError(f"mode must be 'r' or 'a', got {mode!r}")
         root = Path(path)
-        attrs = _read_root_attrs(root)
-        lock_fd = _lock(root) if mode == "a" else None
+        attrs = read_root_attrs(root)
+        lock_fd = lock_writer(root) if mode == "a" else None
         try:
             store = cls(root, mode, attrs, durable)
             store._lock_fd = lock_fd
@@ -423,61 +313,8 @@ class EpisodeStore:
         final_obs: dict[str, np.ndarray],
         meta: dict[str, Any],
     ) -> int:
-        """Append one episode. ``columns``: disk_name -> (L, ...) rows; ``final_obs``:
-        disk_name -> (...) ; ``meta``: META_FIELDS values. Returns the episode index."""
-        schema = {
-            name: {
-                "key": to_key(name),
-                "shape": list(rows.shape[1:]),
-                "dtype": rows.dtype.str,
-                "obs": name in final_obs,
-            }
-            for name, rows in columns.items()
-        }
-        if self._attrs["keys"] and schema != self._attrs["keys"]:
-            raise EpisodeStoreError(
-                f"episode keys/shapes/dtypes differ from the store's: got {schema}, "
-                f"expected {self._attrs['keys']}"
-            )
-        n0, t0 = self.num_episodes, self.num_steps
-        length = len(next(iter(columns.values())))
-        try:
-            for name, rows in columns.items():
-                arr = self._require(self._data, name, rows.shape[1:], rows.dtype, t0)
-                arr.resize((t0 + length, *rows.shape[1:]))
-                arr[t0:] = rows
-            for name, value in final_obs.items():
-                arr = self._require(self._meta, FINAL_PREFIX + name, value.shape, value.dtype, n0)
-                arr.resize((n0 + 1, *value.shape))
-                arr[n0] = value
-            for field, value in (*meta.items(), ("episode_ends", t0 + length)):
-                arr = self._meta_array(field)
-                arr.resize((n0 + 1,))
-                arr[n0] = value
-            if self.durable:
-                self._zstore.sync()
-            attrs = dict(self._attrs)
-            attrs["keys"] = schema
-            attrs["commit"] = {
-                "num_episodes": n0 + 1,
-                "num_steps": t0 + length,
-                "seq": int(self._attrs["commit"].get("seq", 0)) + 1,
-                "time": time.time(),
-            }
-            _write_root_attrs(self.path, attrs)  # the commit point
-            self._attrs = attrs
-        except BaseException as e:  # ENOSPC, Ctrl-C, ...: drop the partial rows, keep the rest
-            self._zstore.dirty.clear()
-            try:
-                from robotrl.datasets.store_check import truncate_to_commit
-
-                truncate_to_commit(self)
-            except BaseException:
-                pass
-            if isinstance(e, Exception):
-                raise EpisodeStoreError(f"commit of episode {n0} failed: {e!r}") from e
-            raise
-        return n0
+        """Append one episode; see :func:`~robotrl.datasets.store_commit.commit_episode`."""
+        return commit_episode(self, columns, final_obs, meta)
 
     # ---------------------------------------------------------------- internals
     def _array(self, group: zarr.Group, name: str) -> zarr.Array:
@@ -493,49 +330,3 @@ class EpisodeStore:
 
     def _meta_array(self, name: str) -> zarr.Array:
         return self._array(self._meta, name)
-
-    def _require(
-        self, group: zarr.Group, name: str, shape: tuple[int, ...], dtype: np.dtype, rows: int
-    ) -> zarr.Array:
-        """The array ``name``, created if absent (first episode); a leftover from an
-        interrupted first commit with another shape is replaced."""
-        if name in group:
-            arr = self._array(group, name)
-            if arr.shape[1:] == tuple(shape) and arr.dtype == dtype:
-                return arr
-            if rows:
-                raise EpisodeStoreError(f"array {group.path}/{name} has an incompatible layout")
-            del group[name]
-        self._arrays.pop(f"{group.path}/{name}", None)
-        image = name.startswith("images.") or (
-            name.startswith(FINAL_PREFIX + "images.") and len(shape) == 3
-        )
-        chunk = 1 if image else STATE_CHUNK_ROWS if group is self._data else META_CHUNK_ROWS
-        _create_array(group, name, tuple(shape), dtype, chunk, IMAGE_CODEC if image else None)
-        return self._array(group, name)
-
-
-def _create_array(
-    group: zarr.Group,
-    name: str,
-    shape: tuple[int, ...],
-    dtype: Any,
-    chunk_rows: int,
-    codec: BloscCodec | None,
-) -> zarr.Array:
-    kwargs: dict[str, Any] = {"chunk_key_encoding": CHUNK_KEYS}
-    if dtype is not str:
-        kwargs["compressors"] = codec or ARRAY_CODEC
-    return group.create_array(
-        name, shape=(0, *shape), dtype=dtype, chunks=(chunk_rows, *shape), **kwargs
-    )
-
-
-def _lock(root: Path) -> int:
-    fd = os.open(root, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise EpisodeStoreError(f"{root} is open for writing by another process") from None
-    return fd

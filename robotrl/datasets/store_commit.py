@@ -1,0 +1,133 @@
+"""Appending one episode to an :class:`~robotrl.datasets.episode_store.EpisodeStore`: the
+commit protocol.
+
+Only the ``commit`` record in the root attributes says what exists. A commit appends rows to
+every data/meta array (zarr writes each chunk and ``zarr.json`` to a temporary file and renames
+it, so a chunk shared with committed rows is either the old or the new file, never torn),
+fsyncs every written file and directory, then atomically replaces the root ``zarr.json`` with
+the new record and fsyncs it (:mod:`robotrl.datasets.durable_store`). Rows beyond the record
+are invisible; a failed commit truncates them at once, and opening for append (or
+:func:`~robotrl.datasets.store_check.repair`) truncates what a killed process left.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import zarr
+
+from robotrl.datasets.durable_store import write_root_attrs
+from robotrl.datasets.store_layout import (
+    FINAL_PREFIX,
+    IMAGE_CODEC,
+    META_CHUNK_ROWS,
+    STATE_CHUNK_ROWS,
+    EpisodeStoreError,
+    create_array,
+    to_key,
+)
+
+if TYPE_CHECKING:
+    from robotrl.datasets.episode_store import EpisodeStore
+
+
+def commit_episode(
+    store: EpisodeStore,
+    columns: dict[str, np.ndarray],
+    final_obs: dict[str, np.ndarray],
+    meta: dict[str, Any],
+) -> int:
+    """Append one episode to ``store`` (open for appending) and publish it.
+
+    Args:
+        columns: disk_name -> (L, ...) rows, the same keys, shapes and dtypes in every episode.
+        final_obs: disk_name -> (...) observation after the last action.
+        meta: :data:`~robotrl.datasets.store_layout.META_FIELDS` values.
+
+    Returns the episode index. On any failure (ENOSPC, Ctrl-C, ...) the partial rows are
+    dropped, the committed episodes kept, and an :class:`EpisodeStoreError` raised (a
+    ``BaseException`` such as KeyboardInterrupt propagates as it is).
+    """
+    schema = {
+        name: {
+            "key": to_key(name),
+            "shape": list(rows.shape[1:]),
+            "dtype": rows.dtype.str,
+            "obs": name in final_obs,
+        }
+        for name, rows in columns.items()
+    }
+    if store._attrs["keys"] and schema != store._attrs["keys"]:
+        raise EpisodeStoreError(
+            f"episode keys/shapes/dtypes differ from the store's: got {schema}, "
+            f"expected {store._attrs['keys']}"
+        )
+    n0, t0 = store.num_episodes, store.num_steps
+    length = len(next(iter(columns.values())))
+    try:
+        for name, rows in columns.items():
+            arr = require_array(store, store._data, name, rows.shape[1:], rows.dtype, t0)
+            arr.resize((t0 + length, *rows.shape[1:]))
+            arr[t0:] = rows
+        for name, value in final_obs.items():
+            final_name = FINAL_PREFIX + name
+            arr = require_array(store, store._meta, final_name, value.shape, value.dtype, n0)
+            arr.resize((n0 + 1, *value.shape))
+            arr[n0] = value
+        for field, value in (*meta.items(), ("episode_ends", t0 + length)):
+            arr = store._meta_array(field)
+            arr.resize((n0 + 1,))
+            arr[n0] = value
+        if store.durable:
+            store._zstore.sync()
+        attrs = dict(store._attrs)
+        attrs["keys"] = schema
+        attrs["commit"] = {
+            "num_episodes": n0 + 1,
+            "num_steps": t0 + length,
+            "seq": int(store._attrs["commit"].get("seq", 0)) + 1,
+            "time": time.time(),
+        }
+        write_root_attrs(store.path, attrs)  # the commit point
+        store._attrs = attrs
+    except BaseException as e:  # ENOSPC, Ctrl-C, ...: drop the partial rows, keep the rest
+        store._zstore.dirty.clear()
+        try:
+            from robotrl.datasets.store_check import truncate_to_commit
+
+            truncate_to_commit(store)
+        except BaseException:
+            pass
+        if isinstance(e, Exception):
+            raise EpisodeStoreError(f"commit of episode {n0} failed: {e!r}") from e
+        raise
+    return n0
+
+
+def require_array(
+    store: EpisodeStore,
+    group: zarr.Group,
+    name: str,
+    shape: tuple[int, ...],
+    dtype: np.dtype,
+    rows: int,
+) -> zarr.Array:
+    """The array ``name`` of ``group`` (``store``'s data/ or meta/), created if absent (first
+    episode); a leftover from an interrupted first commit with another shape is replaced.
+    ``rows``: committed rows of the group (a mismatch with committed rows raises)."""
+    if name in group:
+        arr = store._array(group, name)
+        if arr.shape[1:] == tuple(shape) and arr.dtype == dtype:
+            return arr
+        if rows:
+            raise EpisodeStoreError(f"array {group.path}/{name} has an incompatible layout")
+        del group[name]
+    store._arrays.pop(f"{group.path}/{name}", None)
+    image = name.startswith("images.") or (
+        name.startswith(FINAL_PREFIX + "images.") and len(shape) == 3
+    )
+    chunk = 1 if image else STATE_CHUNK_ROWS if group is store._data else META_CHUNK_ROWS
+    create_array(group, name, tuple(shape), dtype, chunk, IMAGE_CODEC if image else None)
+    return store._array(group, name)
