@@ -10,8 +10,10 @@ from ros2_fakes import FakeTransport
 import sim
 from hardware.ros2 import messages as m
 from hardware.ros2.observation import (
+    READER_DEPTH,
     StateCache,
     StateError,
+    deep_reader_qos,
     image_obs,
     joint_state_obs,
     state_messages,
@@ -105,3 +107,11 @@ def test_wait_hold_prefers_the_exact_stamp_else_holds_fresh_state():
     assert cache.wait_hold(500, 0.0, 1.0) is None  # nothing at or before 0.5 us
     cache.drop_before(5_000)  # keeps the sample holding 5 us
     assert cache.wait_hold(6_000, 0.0, 1e-3) is not None
+
+
+def test_deep_reader_qos_only_for_the_robotrl_transports():
+    from hardware.ros2.transport import CycloneTransport, QoS, RclpyTransport
+
+    for cls in (CycloneTransport, RclpyTransport):  # no participant or node is created
+        assert deep_reader_qos(object.__new__(cls)) == QoS(reliable=True, depth=READER_DEPTH)
+    assert deep_reader_qos(FakeTransport()) is None  # test doubles keep their default

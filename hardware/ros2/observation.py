@@ -34,6 +34,8 @@ import numpy as np
 from hardware.ros2.topics import TopicProfile, task_state_names, task_state_sizes
 
 READER_DEPTH = 1000  # DDS reader history: a busy moment must not overwrite unread samples
+# Modules of the robotrl transports (checked by name: importing them here would load cyclonedds).
+TRANSPORT_MODULES = ("hardware.ros2.cyclone_transport", "hardware.ros2.rclpy_transport")
 ARM_KEYS = ("joint_pos", "joint_vel", "ee_pos", "ee_quat", "ee_twist", "wrench", "gripper")
 
 
@@ -41,7 +43,7 @@ def deep_reader_qos(transport: Any) -> Any:
     """Reliable reader QoS with a :data:`READER_DEPTH` history for the robotrl transports
     (None, the transport's default, for others such as test doubles). Recorders and lockstep
     operators read every sample; keep-last 10 would drop some while their thread is busy."""
-    if type(transport).__module__ != "hardware.ros2.transport":
+    if type(transport).__module__ not in TRANSPORT_MODULES:
         return None
     from hardware.ros2.transport import QoS
 
