@@ -1,6 +1,6 @@
 """Split residual RL with process kills: the toy task always, the lift sim task optionally; JSON.
 
-Usage: python bench/residual_actor_learner.py [toy_steps=3000] [toy_hz=50]
+Usage: python bench/residual_actor_learner.py [toy_steps=3000] [toy_hz=25]
        [lift_checkpoint=<BC base on lift> lift_demos=<store> lift_steps=2000 lift_kill_after=20
        lift_hz=10]
 
@@ -97,7 +97,7 @@ def lift(
 if __name__ == "__main__":
     args = dict(a.split("=", 1) for a in sys.argv[1:])
     out: dict[str, Any] = {
-        "toy": run(total_steps=int(args.get("toy_steps", 3000)), hz=float(args.get("toy_hz", 50)))
+        "toy": run(total_steps=int(args.get("toy_steps", 3000)), hz=float(args.get("toy_hz", 25)))
     }
     if "lift_checkpoint" in args:
         out["lift"] = lift(

@@ -4,6 +4,7 @@ malformed input, back-pressure, failing callbacks, and an actor process killed a
 from __future__ import annotations
 
 import signal
+import time
 
 import numpy as np
 import pytest
@@ -216,3 +217,16 @@ def test_actor_sigkill_and_restart_with_the_same_id():
     fresh = [b for b in learner.batches if b.epoch == second["epoch"]]
     assert fresh[0].seq == 0 and fresh[0].reward[0] == 0  # the new epoch starts over
     assert server.stats().rejected == 0 and server.stats().duplicates == 0
+
+
+def test_an_idle_learner_publishes_no_new_version():
+    """Weights are republished by time only when updates ran since the last publish, so an
+    actor sees the version settle once the learner has run every update it owed."""
+    with LearnerServer(
+        Collect(), "tcp://127.0.0.1:*", publish_every_updates=0, publish_every_s=1e-6, **FAST
+    ) as s:
+        first = s.publish()
+        time.sleep(0.01)  # the publish period is long past
+        assert s.updated(0) is None and s.updated(0) is None and s.version == first
+        assert s.updated(3) == first + 1  # period due and the weights changed
+        assert s.updated(0) is None and s.version == first + 1

@@ -14,7 +14,7 @@ from robotrl.distributed.residual_demo import run
 def test_learning_survives_a_learner_kill_and_an_actor_kill():
     out = run(
         total_steps=3000,
-        hz=40.0,
+        hz=25.0,
         kill_actor_at=250,
         kill_learner_at=600,
         down=1.0,
@@ -30,10 +30,11 @@ def test_learning_survives_a_learner_kill_and_an_actor_kill():
     assert out["resumed_version"] > 0 and out["final_version"] > out["resumed_version"]
     assert out["killed_actor"]["delivered"] > 0
     assert out["base_success"] <= 0.3
-    # Learning is measured on evaluations after the learner came back (a restarted learner
-    # has lost its replay and warms up again). How far it gets depends on how many updates
-    # the learner fits in wall-clock time on a shared CPU, so this asserts a clear gain only;
-    # bench/residual_actor_learner.py reports the full curve (13 % -> 100 % here).
-    after = [c["success_rate"] for c in out["curve"] if c["env_steps"] >= 2000]
-    assert max(after) >= out["base_success"] + 0.1, out["curve"]
+    # Learning is measured after the learner came back (a restarted learner has lost its
+    # replay and warms up again). At 25 Hz the learner keeps up with UTD 2 (at 40-50 Hz on a
+    # loaded CPU it lagged, the actor explored with stale weights and the run ended at 30-43 %
+    # instead of 93-100 %); the actor's last evaluation also waits until the learner has run
+    # every update the transitions paid for. bench/residual_actor_learner.py: full curve.
+    assert a["settled"], "the learner did not catch up within SETTLE_S"
+    assert out["final_success"] >= 0.6, out["curve"]
     assert a["step_ms_max"] < 250  # the control loop never waited on the dead learner

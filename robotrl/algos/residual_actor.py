@@ -63,6 +63,8 @@ def run_actor(
     stop: threading.Event | None = None,
     on_progress: Callable[[dict[str, Any]], None] | None = None,
     progress_every_s: float = 0.5,
+    settle_s: float = 0.0,
+    settle_quiet_s: float = 1.5,
 ) -> dict[str, Any]:
     """Act until ``train.total_steps`` env steps (counting ``step_offset`` already done by an
     earlier actor process) or ``stop``; then flush the outbox. Returns evaluations, counters and
@@ -73,6 +75,10 @@ def run_actor(
         actor_hz: env steps per second per env (0: as fast as the env runs).
         evaluate: ``evaluate(agent) -> {"success_rate", ...}`` run every ``train.eval_every``
             env steps with the current weights (None: no evaluation).
+        settle_s: after the last step and the flush, wait up to this long [s] for the learner
+            to run the updates it still owes (no new weights version for ``settle_quiet_s``),
+            then evaluate once more: the final evaluation then measures the updates the data
+            paid for, not how far a loaded learner got in wall-clock time (0: do not wait).
     """
     stop = stop or threading.Event()
     rng = np.random.default_rng(train.seed)
@@ -143,7 +149,14 @@ def run_actor(
             time.sleep(max(0.0, tick - time.monotonic()))
     flushed = client.flush(flush_timeout)
     client.sync(actor)
-    if evaluations and evaluations[-1]["env_steps"] != step_offset + rollout.env_steps:
+    settled = None
+    if settle_s > 0:
+        settled = _settle(client, actor, settle_s, settle_quiet_s)
+    last = evaluations[-1] if evaluations else None
+    if last is not None and (
+        last["env_steps"] != step_offset + rollout.env_steps
+        or last["version"] != client.stats().weights_version
+    ):
         evaluate_now()
     s = client.stats()
     times = np.asarray(step_s) if step_s else np.zeros(1)
@@ -161,5 +174,22 @@ def run_actor(
         "weights_version": s.weights_version,
         "step_ms_median": float(np.median(times) * 1e3),
         "step_ms_max": float(times.max() * 1e3),
+        "settled": settled,
         **recent_episode_rates(rollout.episodes),
     }
+
+
+def _settle(client: Any, actor: Any, timeout_s: float, quiet_s: float) -> bool:
+    """Sync weights until no new version arrived for ``quiet_s`` (the learner is idle); False
+    when ``timeout_s`` ran out first."""
+    end = time.monotonic() + timeout_s
+    version, changed = client.stats().weights_version, time.monotonic()
+    while time.monotonic() < end:
+        client.sync(actor)
+        v = client.stats().weights_version
+        if v != version:
+            version, changed = v, time.monotonic()
+        elif time.monotonic() - changed >= quiet_s:
+            return True
+        time.sleep(0.05)
+    return False

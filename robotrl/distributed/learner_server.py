@@ -220,9 +220,13 @@ class LearnerServer:
         return self.version
 
     def updated(self, n: int = 1) -> int | None:
-        """Count ``n`` learner updates; publish when the period is due. The version, or None."""
+        """Count ``n`` learner updates; publish when the period is due and the weights changed
+        since the last publish (an idle learner publishes nothing: actors see a quiet version
+        once it has run every update it owed). The version, or None."""
         self.updates += n
         self._updates_since += n
+        if self._updates_since == 0:
+            return None
         by_count = 0 < self.publish_every_updates <= self._updates_since
         if by_count or time.monotonic() - self._published_at >= self.publish_every_s:
             return self.publish()

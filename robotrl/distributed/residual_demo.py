@@ -50,6 +50,7 @@ CONFIG: dict[str, Any] = dict(
 )
 EXECUTE_HORIZON = 1
 LINK: dict[str, Any] = dict(heartbeat_interval=0.1, peer_timeout=1.0)
+SETTLE_S = 120.0  # the last evaluation waits for the learner's owed updates (a loaded CPU lags)
 
 
 def toy_train(total_steps: int, seed: int = 0, eval_every: int = 250) -> TrainConfig:
@@ -140,6 +141,7 @@ def actor_main(
             evaluate=evaluate,
             step_offset=step_offset,
             on_progress=lambda row: _emit(**row),
+            settle_s=SETTLE_S,
         )
     finally:
         client.close()
@@ -273,6 +275,7 @@ def run(
                 "step_ms_median",
                 "step_ms_max",
                 "env_steps",
+                "settled",
             )
         },
         "surviving_actor_delivered": delivered[a2_epoch],
