@@ -20,7 +20,6 @@ action range [-1, 1].
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -29,61 +28,30 @@ from typing import Any
 import torch
 from torch import nn
 
-STATE = "observation.state"
-ENV_STATE = "observation.environment_state"
-IMAGES = "observation.images"  # lerobot's prefix of camera features and its stacked-camera key
-ACTION = "action"
-PREPROCESSOR = "policy_preprocessor.json"
-POSTPROCESSOR = "policy_postprocessor.json"
+from policies.lerobot_builder import (
+    ACTION,
+    ENV_STATE,
+    IMAGES,
+    LEROBOT_KINDS,
+    POSTPROCESSOR,
+    PREPROCESSOR,
+    STATE,
+    build_lerobot_policy,
+    camera_name,
+    load_lerobot_policy,
+    require_lerobot,
+)
 
-
-def _require_lerobot() -> None:
-    try:
-        importlib.import_module("lerobot")
-    except ImportError as exc:
-        raise ImportError(
-            "LeRobotPolicyAdapter needs the `lerobot` package (0.4.x), which pins torch<2.11 and "
-            "so lives in its own virtualenv: build it with `.ci/lerobot_env.sh [VENV_DIR]` and run "
-            "from there (default /work/.venv-lerobot)"
-        ) from exc
-
-
-def _lr(path: str) -> Any:
-    """``"lerobot.<module>:<name>"`` imported on use (lerobot ships no type stubs)."""
-    module, name = path.split(":")
-    return getattr(importlib.import_module(module), name)
-
-
-# lerobot type -> (config class, policy class, make_pre_post_processors)
-_KINDS = {
-    "diffusion": (
-        "lerobot.policies.diffusion.configuration_diffusion:DiffusionConfig",
-        "lerobot.policies.diffusion.modeling_diffusion:DiffusionPolicy",
-        "lerobot.policies.diffusion.processor_diffusion:make_diffusion_pre_post_processors",
-    ),
-    "act": (
-        "lerobot.policies.act.configuration_act:ACTConfig",
-        "lerobot.policies.act.modeling_act:ACTPolicy",
-        "lerobot.policies.act.processor_act:make_act_pre_post_processors",
-    ),
-}
-LEROBOT_KINDS = tuple(_KINDS)
-
-
-def _lerobot_classes(kind: str) -> tuple[Any, Any, Any]:
-    """(config class, policy class, make_pre_post_processors) of a lerobot policy type."""
-    if kind not in _KINDS:
-        raise ValueError(
-            f"unsupported lerobot policy type {kind!r}; supported: {list(LEROBOT_KINDS)}"
-        )
-    config_cls, policy_cls, make = (_lr(p) for p in _KINDS[kind])
-    return config_cls, policy_cls, make
-
-
-def _camera(image_key: str) -> str:
-    if not image_key.startswith("images/") or len(image_key) == len("images/"):
-        raise ValueError(f"image keys must look like 'images/<cam>', got {image_key!r}")
-    return image_key.removeprefix("images/")
+__all__ = [  # the key names are re-exported: they were defined here
+    "ACTION",
+    "ENV_STATE",
+    "IMAGES",
+    "LEROBOT_KINDS",
+    "POSTPROCESSOR",
+    "PREPROCESSOR",
+    "STATE",
+    "LeRobotPolicyAdapter",
+]
 
 
 class LeRobotPolicyAdapter(nn.Module):
@@ -121,7 +89,7 @@ class LeRobotPolicyAdapter(nn.Module):
         clip_actions: bool = True,
     ) -> None:
         super().__init__()
-        _require_lerobot()
+        require_lerobot()
         kind = getattr(policy, "name", None)
         if kind not in LEROBOT_KINDS:
             raise ValueError(
@@ -149,7 +117,7 @@ class LeRobotPolicyAdapter(nn.Module):
                     f"lerobot {kind} expects {name} of dim {want}, but the keys mapped to it "
                     f"{keys} sum to {got}"
                 )
-        self.cameras = {k: _camera(k) for k in image_keys}
+        self.cameras = {k: camera_name(k) for k in image_keys}
         want_cams = sorted(k.removeprefix(IMAGES + ".") for k in cfg.image_features)
         if sorted(self.cameras.values()) != want_cams:
             raise ValueError(
@@ -194,55 +162,20 @@ class LeRobotPolicyAdapter(nn.Module):
         clip_actions: bool = True,
         **config_overrides: Any,
     ) -> LeRobotPolicyAdapter:
-        """A randomly initialised lerobot ``kind`` ("diffusion" | "act") policy for our keys.
-
-        Args:
-            image_size: (H, W) of every camera (required with ``image_keys``).
-            dataset_stats: lerobot stats ``{feature: {"mean"|"std"|"min"|"max": array}}``;
-                None normalises nothing (our env actions are already in [-1, 1]).
-            config_overrides: fields of lerobot's ``DiffusionConfig`` / ``ACTConfig``
-                (``n_obs_steps``, ``horizon``, ``n_action_steps``, ``chunk_size``, ``down_dims``,
-                ``dim_model``, ...). ACT's ImageNet backbone weights default to None here (no
-                download).
-        """
-        _require_lerobot()
-        feature_type = _lr("lerobot.configs.types:FeatureType")
-        policy_feature = _lr("lerobot.configs.types:PolicyFeature")
-        config_cls, policy_cls, make_processors = _lerobot_classes(kind)
-        if image_keys and image_size is None:
-            raise ValueError("image_size (H, W) is required with image_keys")
-        unknown = [k for k in env_state_keys if k not in state_dims]
-        if unknown:
-            raise ValueError(f"env_state_keys {unknown} are not in state_dims {list(state_dims)}")
-        inputs: dict[str, Any] = {}
-        robot_dim = sum(int(d) for k, d in state_dims.items() if k not in env_state_keys)
-        env_dim = sum(int(state_dims[k]) for k in env_state_keys)
-        if robot_dim:
-            inputs[STATE] = policy_feature(type=feature_type.STATE, shape=(robot_dim,))
-        if env_dim:
-            inputs[ENV_STATE] = policy_feature(type=feature_type.ENV, shape=(env_dim,))
-        for k in image_keys:
-            h, w = image_size or (0, 0)
-            inputs[f"{IMAGES}.{_camera(k)}"] = policy_feature(
-                type=feature_type.VISUAL, shape=(3, int(h), int(w))
-            )
-        outputs = {ACTION: policy_feature(type=feature_type.ACTION, shape=(int(action_dim),))}
-        overrides = {"push_to_hub": False, "device": device, **config_overrides}
-        if kind == "act":
-            overrides.setdefault("pretrained_backbone_weights", None)
-        cfg = config_cls(input_features=inputs, output_features=outputs, **overrides)
-        policy = policy_cls(cfg)
-        stats = None if dataset_stats is None else {k: dict(v) for k, v in dataset_stats.items()}
-        for name, ft in {**inputs, **outputs}.items():
-            for stat, value in (stats or {}).get(name, {}).items():
-                shape = tuple(torch.as_tensor(value).shape)
-                # per-dim vectors for state/action; per-channel (3, 1, 1) or scalars for images
-                if ft.type is not feature_type.VISUAL and shape not in ((ft.shape[0],), ()):
-                    raise ValueError(
-                        f"dataset_stats[{name!r}][{stat!r}] must be ({ft.shape[0]},), got {shape}"
-                    )
-        pre, post = make_processors(cfg, dataset_stats=stats)
-        return cls(policy, pre, post, state_dims, image_keys, env_state_keys, clip_actions)
+        """A randomly initialised lerobot ``kind`` ("diffusion" | "act") policy for our keys;
+        the arguments are :func:`~policies.lerobot_builder.build_lerobot_policy`'s."""
+        parts = build_lerobot_policy(
+            kind,
+            state_dims=state_dims,
+            action_dim=action_dim,
+            image_keys=image_keys,
+            image_size=image_size,
+            env_state_keys=env_state_keys,
+            dataset_stats=dataset_stats,
+            device=device,
+            **config_overrides,
+        )
+        return cls(*parts[:3], state_dims, parts.image_keys, env_state_keys, clip_actions)
 
     @classmethod
     def from_pretrained(
@@ -256,62 +189,17 @@ class LeRobotPolicyAdapter(nn.Module):
         require_processors: bool = True,
         clip_actions: bool = True,
     ) -> LeRobotPolicyAdapter:
-        """Load a policy saved by lerobot (``save_pretrained`` / ``lerobot-train``'s
-        ``pretrained_model``) from a local directory; never contacts the hub.
+        """Load a policy saved by lerobot from a local directory (never the hub); see
+        :func:`~policies.lerobot_builder.load_lerobot_policy`.
 
         Args:
             state_dims: our state entries in concatenation order (lerobot's config records only
                 the total dims, which are checked against these).
-            image_keys: default: ``images/<c>`` for each of the policy's cameras.
-            require_processors: without ``policy_preprocessor.json`` /
-                ``policy_postprocessor.json`` (a bare ``policy.save_pretrained``) raise, unless
-                False: then no normalisation is applied.
         """
-        _require_lerobot()
-        pretrained_config = _lr("lerobot.configs.policies:PreTrainedConfig")
-        pipeline = _lr("lerobot.processor:PolicyProcessorPipeline")
-        conv = importlib.import_module("lerobot.processor.converters")
-
-        d = Path(local_dir)
-        if not (d / "config.json").is_file() or not (d / "model.safetensors").is_file():
-            raise FileNotFoundError(
-                f"no lerobot policy at {d}: expected config.json and model.safetensors "
-                "(local directories only, no hub ids)"
-            )
-        _lerobot_classes("diffusion")  # registers the config choices draccus decodes
-        _lerobot_classes("act")
-        cfg = pretrained_config.from_pretrained(d, local_files_only=True)
-        _, policy_cls, make_processors = _lerobot_classes(cfg.type)
-        cfg.device = device
-        policy = policy_cls.from_pretrained(d, config=cfg, local_files_only=True)
-        have = [(d / f).is_file() for f in (PREPROCESSOR, POSTPROCESSOR)]
-        if all(have):
-            pre = pipeline.from_pretrained(
-                d,
-                PREPROCESSOR,
-                local_files_only=True,
-                overrides={"device_processor": {"device": device}},
-                to_transition=conv.batch_to_transition,
-                to_output=conv.transition_to_batch,
-            )
-            post = pipeline.from_pretrained(
-                d,
-                POSTPROCESSOR,
-                local_files_only=True,
-                to_transition=conv.policy_action_to_transition,
-                to_output=conv.transition_to_policy_action,
-            )
-        elif require_processors:
-            raise FileNotFoundError(
-                f"{d} has no {PREPROCESSOR} / {POSTPROCESSOR} (lerobot's normalisation); save them "
-                "with LeRobotPolicyAdapter.save_pretrained, or pass require_processors=False to "
-                "run without normalisation"
-            )
-        else:
-            pre, post = make_processors(cfg, dataset_stats=None)
-        if image_keys is None:
-            image_keys = [f"images/{k.removeprefix(IMAGES + '.')}" for k in cfg.image_features]
-        return cls(policy, pre, post, state_dims, image_keys, env_state_keys, clip_actions)
+        parts = load_lerobot_policy(
+            local_dir, image_keys=image_keys, device=device, require_processors=require_processors
+        )
+        return cls(*parts[:3], state_dims, parts.image_keys, env_state_keys, clip_actions)
 
     def save_pretrained(self, directory: str | os.PathLike[str]) -> Path:
         """lerobot's own layout: config.json + model.safetensors + both processor pipelines."""
