@@ -49,6 +49,7 @@ class DiffusionPolicy(nn.Module):
         stats: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         super().__init__()
+        self.noise_scale = 1.0  # initial-noise scale of predict_chunk (run time; 0: deterministic)
         if not 1 <= num_inference_steps <= num_train_steps:
             raise ValueError(
                 f"need 1 <= num_inference_steps <= num_train_steps, got "
@@ -117,11 +118,16 @@ class DiffusionPolicy(nn.Module):
         noise: torch.Tensor | None = None,
         generator: torch.Generator | None = None,
     ) -> torch.Tensor:
-        """(B, Ta, Da) actions by DDIM with ``num_inference_steps`` steps (eta = 0)."""
+        """(B, Ta, Da) actions by DDIM with ``num_inference_steps`` steps (eta = 0) from
+        ``noise`` (default: ``noise_scale`` x standard normal; 0 is deterministic)."""
         cond = self.encode(obs)
         b = cond.shape[0]
         shape = (b, self.action_horizon, self.action_dim)
-        x = noise if noise is not None else torch.randn(shape, generator=generator)
+        x = (
+            noise
+            if noise is not None
+            else self.noise_scale * torch.randn(shape, generator=generator)
+        )
         sched = self.infer_scheduler
         sched.set_timesteps(self.num_steps)
         for k in sched.timesteps:

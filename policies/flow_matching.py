@@ -107,6 +107,9 @@ class FlowMatchingPolicy(nn.Module):
             action_dim,
         )
         self.num_steps = num_steps
+        # Scale of the initial noise of predict_chunk (a run-time setting, not saved): 1 samples
+        # the learned distribution, 0 runs the ODE from the prior's mean (deterministic).
+        self.noise_scale = 1.0
         self.noise_std_bounds = (float(lo), float(hi))
         self.sde_noise_level = float(sde_noise_level)
         self.time_beta = torch.distributions.Beta(*map(float, time_beta))
@@ -295,14 +298,19 @@ class FlowMatchingPolicy(nn.Module):
     def predict_chunk(
         self, obs: Mapping[str, torch.Tensor], noise: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """(B, Ta, Da) actions by the deterministic ODE sampler (Euler, K steps).
+        """(B, Ta, Da) actions by the deterministic ODE sampler (Euler, K steps) from ``noise``
+        (default: ``noise_scale`` x standard normal).
 
         The same chain as ``sample_chain(mode="ode")`` without its bookkeeping (log-probs,
         noise draws), which dominates the latency at small sizes.
         """
         cond = self.encode(obs)
         b = cond.shape[0]
-        x = noise if noise is not None else torch.randn(self._chunk_shape(b), device=cond.device)
+        x = (
+            noise
+            if noise is not None
+            else self.noise_scale * torch.randn(self._chunk_shape(b), device=cond.device)
+        )
         if x.shape != self._chunk_shape(b):
             raise ValueError(f"noise must be {self._chunk_shape(b)}, got {tuple(x.shape)}")
         d = 1.0 / self.num_steps

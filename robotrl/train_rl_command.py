@@ -145,6 +145,7 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
     if cfg.role == "split":
         return _split(cfg)
     base, meta = load_policy(cfg.checkpoint)
+    base.noise_scale = _noise_scale(cfg.get("base_noise_scale", 1.0))
     task = cfg.task or meta.get("task")
     if not task:
         raise ValueError("the checkpoint names no task: give task=...")
@@ -452,3 +453,11 @@ def _split(cfg: DictConfig) -> dict[str, Any]:
         "run_dir": str(run_dir),
         "exit_code": int(failed),
     }
+
+
+def _noise_scale(value: Any) -> float:
+    """The base's initial-noise scale (``base_noise_scale``), checked: a finite value >= 0."""
+    scale = float(value)
+    if not 0.0 <= scale < float("inf"):
+        raise ValueError(f"base_noise_scale must be a finite value >= 0, got {value!r}")
+    return scale

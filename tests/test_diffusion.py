@@ -42,3 +42,12 @@ def test_schedules_and_validation():
         DiffusionPolicy({"state/x": 3}, num_inference_steps=0)
     with pytest.raises(ValueError, match=r"\(B, Ta=4, Da=2\)"):
         p.compute_loss({"obs": {"state/x": torch.zeros(2, 2, 3)}, "action": torch.zeros(2, 3, 2)})
+
+
+def test_noise_scale_zero_makes_ddim_deterministic():
+    p = DiffusionPolicy({"state/x": 3}, action_dim=2, action_horizon=4, hidden=32).eval()
+    x = {"state/x": torch.randn(5, 2, 3)}
+    p.noise_scale = 0.0
+    assert torch.equal(p.predict_chunk(x), p.predict_chunk(x))
+    p.noise_scale = 1.0
+    assert not torch.equal(p.predict_chunk(x), p.predict_chunk(x))

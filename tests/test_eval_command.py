@@ -54,6 +54,16 @@ def test_eval_with_reflex_reports_guard_counts(tmp_path, checkpoint):
     assert off["safety"] == "off" and "safety_counts" not in off
 
 
+def test_noise_scale_is_validated_and_zero_repeats_episodes(tmp_path, checkpoint):
+    common = [f"checkpoint={checkpoint}", "episodes=2", "videos=0", "progress=false"]
+    common.append(f"output_dir={tmp_path}")
+    with pytest.raises(ValueError, match="noise_scale must be a finite value >= 0"):
+        run_eval(compose("eval", [*common, "noise_scale=-1"]))
+    a = run_eval(compose("eval", [*common, "noise_scale=0"]))
+    b = run_eval(compose("eval", [*common, "noise_scale=0"]))
+    assert a["mean_return"] == b["mean_return"] and a["mean_length"] == b["mean_length"]
+
+
 def test_safety_options_are_validated(tmp_path):
     assert safety_env_kwargs("off") == {}
     assert safety_env_kwargs("monitor") == {"safety": "monitor", "safety_kwargs": {}}

@@ -172,3 +172,17 @@ def test_predict_chunk_equals_the_ode_chain():
     with torch.no_grad():
         chain = p.sample_chain(obs, noise=noise, mode="ode")["action"]
     assert torch.allclose(p.predict_chunk(obs, noise=noise), chain, atol=1e-6)
+
+
+def test_noise_scale_zero_makes_predict_chunk_deterministic():
+    """noise_scale scales the sampler's initial noise: 0 runs the ODE from the prior's mean
+    (the chunk for x_1 = 0), 1 samples; it is a run-time setting, not part of the config."""
+    p = _policy(num_steps=4).eval()
+    obs = _obs(8)
+    p.noise_scale = 0.0
+    a, b = p.predict_chunk(obs), p.predict_chunk(obs)
+    assert torch.equal(a, b)
+    assert torch.allclose(a, p.predict_chunk(obs, noise=torch.zeros(8, 4, 2)))
+    p.noise_scale = 1.0
+    assert not torch.equal(p.predict_chunk(obs), p.predict_chunk(obs))
+    assert "noise_scale" not in p.config
