@@ -193,3 +193,14 @@ def test_chunk_runner_tokenises_the_env_instruction():
     assert not np.allclose(actions[0], actions[1])
     with pytest.raises(KeyError, match="language"):
         ChunkRunner(p, 1, 2).act({"state/x": np.zeros((1, 3), np.float32)})
+
+
+def test_image_tokens_are_pooled_to_the_grid():
+    """A 64 px camera leaves a 16 x 16 CNN map; the prefix sees image_grid**2 tokens of it."""
+    p = _policy(image_grid=2)
+    img = torch.randint(0, 256, (3, 2, 64, 64, 3)).to(torch.uint8)
+    tok = p.encoder._image_tokens("images/front", img, 0)
+    assert tok.shape == (3, 2 * 2 * 2, 32)
+    assert p.config["image_grid"] == 2
+    with pytest.raises(ValueError, match="image_grid must be >= 1"):
+        _policy(image_grid=0)
