@@ -3,13 +3,18 @@
 Usage: python bench/reflex_violations.py [task=peg_insert] [episodes=100] [critic=<npz>]
        [pretrain_episodes=60] [updates=4000] [threshold=0.05,0.02] [recovery=hold|min_risk]
        [task_keys=hole_pos,peg_pos] [policies=careless,random,adversarial,expert]
+       [train_force_limit=30] [soft=0.01] [slow_min=0.25] [soften=contact|always]
+       [slowing=cap|scale] [brake_time=0.02] [stiffness_scale=0.25] [gamma_safe=0.8]
        [seed=500000] [out=outputs/reflex]
 
-Without ``critic`` a risk critic is pre-trained first (:func:`pretrain_critic`, seeds 0..)
+Without ``critic`` a risk critic is pre-trained first (:func:`pretrain_critic`, seeds 0..;
+``train_force_limit`` [N]: label its data with a tighter force limit than the 30 N counted)
 and exported to ``<out>/critic_<task>.npz``. Then every policy (the expert and the risky
 ones of :mod:`sim.risky_policy`) runs ``episodes`` episodes on held-out seeds (from 500 000)
 with the same seeds and policy RNG: once ``safety=monitor`` (filter only) and once
-``safety=reflex`` per threshold (eps_safe; default the critic's).
+``safety=reflex`` per threshold (eps_safe; default the critic's); ``soft`` adds the slowing
+zone below it (eps_soft, :mod:`controllers.reflex`), ``soften=always`` lowers the stiffness
+whenever the reflex slows or recovers.
 Reported per policy and mode: force-limit violations (control steps in which any physics tick
 saw |F_ext| > limit) per 100 episodes, episodes with any force violation, all-constraint
 violation steps, success rate, peak force, reflex interventions; and the reduction ratio.
@@ -25,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 import sim
-from robotrl.algos.safety_critic import pretrain_critic
+from robotrl.algos.safety_critic import SafetyCriticConfig, pretrain_critic
 from sim.risky_policy import RISKY_POLICIES
 
 EVAL_SEED = 500_000  # held out: pre-training uses seeds below 40 000
@@ -93,6 +98,8 @@ def main(argv: list[str]) -> dict:
             episodes=_counts(args.get("pretrain_episodes", "60")),
             updates=int(args.get("updates", 4000)),
             task_keys=task_keys,
+            cfg=SafetyCriticConfig(gamma_safe=float(args.get("gamma_safe", 0.8))),
+            force_limit=float(args["train_force_limit"]) if "train_force_limit" in args else None,
             progress=False,
         )
         st["wall_s"] = round(time.perf_counter() - t0, 1)
@@ -100,8 +107,18 @@ def main(argv: list[str]) -> dict:
         critic = st["critic"]
     kw: dict = {"task_keys": task_keys, "critic": critic}
     monitor_kw = {"task_keys": task_keys}
-    if "recovery" in args:
-        kw["recovery"] = args["recovery"]
+    for key, cast in (
+        ("recovery", str),
+        ("soften", str),
+        ("slowing", str),
+        ("slow_min", float),
+        ("brake_time", float),
+        ("stiffness_scale", float),
+    ):
+        if key in args:
+            kw[key] = cast(args[key])
+    if "soft" in args:
+        kw["soft_threshold"] = float(args["soft"])
     # one threshold or a comma list: the filter-only run is shared, the reflex runs per value
     thresholds = [float(t) for t in args["threshold"].split(",")] if "threshold" in args else [None]
     policies = args.get("policies", "careless,random,adversarial,expert").split(",")

@@ -11,10 +11,13 @@ are checked by :class:`controllers.constraint_cost.ConstraintCost`; the step's c
 
 ``safety="reflex"``: in addition, every ``1 / reflex_hz`` the
 :class:`controllers.reflex.Reflex` evaluates the risk of the commanded action. When it
-intervenes, its recovery action becomes the target (through the deterministic safety filter,
-exactly as a policy action) and, in contact, the stiffness drops to ``stiffness_scale`` x; the
-nominal stiffness returns at the first policy step whose action the critic finds safe and
-that starts out of contact. The substituted target holds until the next policy step.
+intervenes, its recovery action (or, in the slowing zone between eps_soft and eps_safe, the
+slowed command) becomes the target (through the deterministic safety filter, exactly as a
+policy action) and, in contact (``soften="always"``: whenever it intervenes), the stiffness
+drops to ``stiffness_scale`` x; the nominal stiffness returns at the first policy step whose
+action the critic finds below eps_soft (eps_safe without a slowing zone) and that starts out of
+contact. The substituted target holds until the next policy step; within a step it is replaced
+only by a stronger intervention (slowed -> recovery).
 
 Reflex features (O = 10 + task keys), all measurable on hardware (:data:`FEATURES`):
 TCP position [m] and linear velocity [m/s] (base frame), external force at the wrist [N]
@@ -30,7 +33,15 @@ import mujoco
 import numpy as np
 
 from controllers.constraint_cost import CONSTRAINTS, ConstraintCost
-from controllers.reflex import CONTACT_FORCE, Reflex, RiskMLP
+from controllers.reflex import (
+    BRAKE_TIME,
+    CONTACT_FORCE,
+    PASS,
+    RECOVER,
+    SLOW_MIN,
+    Reflex,
+    RiskMLP,
+)
 from controllers.rotations import rotvec_to_mat
 
 MODES = ("monitor", "reflex")
@@ -55,6 +66,11 @@ class SafetyGuard:
         force_limit: contact force limit [N] of the constraint cost.
         task_keys: task observation keys appended to the features (e.g. ``("hole_pos",)``).
         recovery: how the reflex picks its recovery action (:data:`controllers.reflex.RECOVERIES`).
+        soft_threshold: eps_soft of the slowing zone (default: the export's; none: no zone).
+        slow_min: motion scale at eps_safe in the slowing zone.
+        soften: when the stiffness drops (:data:`controllers.reflex.SOFTEN`).
+        slowing: how the slowing zone slows (:data:`controllers.reflex.SLOWING`).
+        brake_time: the brake target lies this far [s] behind the TCP's motion.
     """
 
     def __init__(
@@ -68,6 +84,11 @@ class SafetyGuard:
         force_limit: float | None = None,
         task_keys: Sequence[str] = (),
         recovery: str = "hold",
+        soft_threshold: float | None = None,
+        slow_min: float = SLOW_MIN,
+        soften: str = "contact",
+        slowing: str = "cap",
+        brake_time: float = BRAKE_TIME,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"safety mode must be one of {MODES}, got {mode!r}")
@@ -109,12 +130,18 @@ class SafetyGuard:
                 stiffness_scale=stiffness_scale,
                 recovery=recovery,
                 action_scale=env.max_dpos,
+                soft_threshold=soft_threshold,
+                slow_min=slow_min,
+                soften=soften,
+                slowing=slowing,
+                brake_time=brake_time,
             )
             ticks = env.n_substeps * env.control_hz / reflex_hz
             if ticks < 1 or abs(ticks - round(ticks)) > 1e-6:
                 raise ValueError(f"reflex_hz must divide the physics rate, got {reflex_hz}")
             self.ticks_per_eval = round(ticks)
         self._cmd = np.zeros(7)
+        self._held = np.zeros(7)  # the target action the reflex substituted this step
         self._nominal_k: np.ndarray | None = None  # stiffness before the reflex lowered it
         self._feat_start = np.zeros_like(self._feat)
         self._exec_first = np.zeros(7)
@@ -182,27 +209,32 @@ class SafetyGuard:
         self._mid_step = False
         step_cost, force_max, risk_max, reflex_ticks = 0, 0.0, 0.0, 0
         fired = dict.fromkeys(CONSTRAINTS, False)
-        held = False  # the reflex replaced this step's target
+        held = PASS  # how the reflex replaced this step's target (PASS: it did not)
+        reflex = self.reflex
         for tick in range(env.n_substeps):
-            if self.reflex is not None and tick % self.ticks_per_eval == 0:
+            if reflex is not None and tick % self.ticks_per_eval == 0:
                 feats = self.features()
-                cmd = self._cmd if not held else self.reflex.action
-                if self.reflex.tick(feats, cmd, feats[6:9], feats[3:6]):
+                # a recovery target is re-checked as the command; a slowed one is not (the
+                # policy's command decides whether to slow further or recover)
+                cmd = self._held if held == RECOVER else self._cmd
+                reflex.tick(feats, cmd, feats[6:9], feats[3:6])
+                if reflex.level != PASS:
                     reflex_ticks += 1
-                    if not held:
-                        self._retarget(self.reflex.action, flags)
-                        held = True
+                    if reflex.level > held:
+                        self._retarget(reflex.action, flags)
+                        held = reflex.level
+                        np.copyto(self._held, reflex.action)
                         if tick == 0:
-                            np.copyto(self._exec_first, self.reflex.action)
+                            np.copyto(self._exec_first, reflex.action)
                         else:
                             self._mid_step = True
-                    if self.reflex.soften:
+                    if reflex.soften:
                         self._lower_stiffness()
                 elif tick == 0 and float(np.linalg.norm(feats[6:9])) < CONTACT_FORCE:
                     # nominal stiffness back only out of contact: snapping it back while
                     # pressed against something turns the held spring error into a force jump
                     self._restore_stiffness()
-                risk_max = max(risk_max, self.reflex.risk)
+                risk_max = max(risk_max, reflex.risk)
             self._physics_tick(m, d, flags)
             force = self.contact_force()
             step_cost |= self.cost.check(d.site_xpos[self._tcp], force, d.qpos[env._arm_qadr])

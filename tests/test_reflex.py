@@ -49,9 +49,9 @@ def test_reflex_intervenes_only_above_threshold_and_picks_lowest_risk() -> None:
     np.testing.assert_array_equal(reflex.action, [0, 0, 0, 0, 0, 0, 1.0])
     assert reflex.soften  # 8 N measured: in contact, lower the stiffness
     assert reflex.tick(_feat(0.10), down, np.zeros(3)) and not reflex.soften  # free space
-    assert reflex.counts == {"ticks": 3, "interventions": 2}
+    assert reflex.counts == {"ticks": 3, "interventions": 2, "slows": 0}
     # moving down at 0.2 m/s: "hold" brakes toward a target 2 cm above (0.1 s of motion back)
-    hold = Reflex(RiskMLP(pushing_down_low_critic()), recovery="hold")
+    hold = Reflex(RiskMLP(pushing_down_low_critic()), recovery="hold", brake_time=0.1)
     assert hold.tick(_feat(0.10), down, np.zeros(3), np.array([0.0, 0.0, -0.2]))
     np.testing.assert_allclose(hold.action, [0, 0, 1.0, 0, 0, 0, 1.0])
 
@@ -113,3 +113,53 @@ def test_reflex_module_does_not_import_torch() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_slowing_zone_caps_fast_commands_in_proportion_to_the_risk() -> None:
+    # risk of a full-speed descent at z = 0.14: sigmoid(20 * 0.1 - 3) = 0.269, between
+    # eps_soft 0.1 and eps_safe 0.9 -> speed limit 1 - 0.8 * (0.269 - 0.1) / 0.8 = 0.831
+    reflex = Reflex(
+        RiskMLP(pushing_down_low_critic()), threshold=0.9, soft_threshold=0.1, slow_min=0.2
+    )
+    down = np.array([0.2, 0.0, -1.0, 0.1, 0.0, 0.0, 1.0])
+    assert not reflex.tick(_feat(0.14), down, np.zeros(3))  # no recovery ...
+    risk = 1.0 / (1.0 + np.exp(1.0))
+    assert reflex.risk == pytest.approx(risk)
+    limit = 1.0 - 0.8 * (risk - 0.1) / 0.8
+    assert reflex.level == 1 and reflex.scale == pytest.approx(limit)  # ... but slowed
+    np.testing.assert_allclose(reflex.action, [*(limit * down[:6]), 1.0])  # gripper kept
+    assert not reflex.soften  # free space, soften="contact"
+    assert reflex.counts == {"ticks": 1, "interventions": 0, "slows": 1}
+    # the same risk with a command already below the speed limit passes unchanged (cap) ...
+    slow = np.array([0.0, 0.0, -1.0, 0.0, 0.0, 0.0, 1.0])
+    slow[:3] *= 0.5
+    reflex.tick(_feat(0.04), slow, np.zeros(3))  # z = 0.04: h = 0.1 again at a_z = -0.5
+    assert reflex.risk == pytest.approx(risk) and reflex.level == 0
+    np.testing.assert_array_equal(reflex.action, slow)
+    # ... and is multiplied by the limit with slowing="scale"; soften="always" in free space
+    scaled = Reflex(
+        RiskMLP(pushing_down_low_critic()),
+        threshold=0.9,
+        soft_threshold=0.1,
+        slow_min=0.2,
+        slowing="scale",
+        soften="always",
+    )
+    scaled.tick(_feat(0.04), slow, np.zeros(3))
+    np.testing.assert_allclose(scaled.action[:3], limit * slow[:3])
+    assert scaled.level == 1 and scaled.soften
+    # below eps_soft nothing happens; above eps_safe the recovery takes over
+    assert not reflex.tick(_feat(0.40), down, np.zeros(3)) and reflex.level == 0
+    assert reflex.tick(_feat(0.05), down, np.zeros(3)) and reflex.level == 2
+
+
+def test_soft_threshold_comes_from_the_export_and_is_checked() -> None:
+    w = pushing_down_low_critic()
+    w["soft_threshold"] = np.array(0.1)
+    assert Reflex(RiskMLP(w)).soft_threshold == 0.1
+    w["soft_threshold"] = np.array(0.0)  # 0: no slowing zone
+    assert Reflex(RiskMLP(w)).soft_threshold is None
+    with pytest.raises(ReflexError, match="soft_threshold"):
+        Reflex(RiskMLP(w), soft_threshold=0.5)  # not below eps_safe 0.3
+    with pytest.raises(ReflexError, match="slowing"):
+        Reflex(RiskMLP(w), slowing="fast")

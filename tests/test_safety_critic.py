@@ -108,3 +108,28 @@ def test_pretrain_on_scripted_behaviour_exports_a_runtime_critic(tmp_path) -> No
     assert buf.reward[: len(buf)].sum() == 2 and critic.updates == 20
     mlp = RiskMLP.from_file(st["critic"])
     assert mlp.feature_names[-1] == "task/hole_pos" and mlp.obs_dim == 13
+
+
+def test_pretrain_with_a_tighter_force_limit_labels_earlier_and_exports_eps_soft(tmp_path) -> None:
+    from controllers.reflex import RiskMLP
+    from robotrl.algos.safety_critic import SafetyCriticConfig, pretrain_critic
+
+    stats = {}
+    for limit in (None, 5.0):  # None: the counted 30 N limit
+        _, _, st = pretrain_critic(
+            "peg_insert",
+            tmp_path / f"c{limit}.npz",
+            episodes=1,
+            updates=5,
+            policies=("adversarial",),
+            cfg=SafetyCriticConfig(threshold=0.2, soft_threshold=0.05),
+            force_limit=limit,
+            progress=False,
+        )
+        stats[limit] = st
+    # ramming the block: the 5 N label comes earlier in the same episode than the 30 N one
+    n30 = stats[None]["data"]["adversarial"]["transitions"]
+    n5 = stats[5.0]["data"]["adversarial"]["transitions"]
+    assert stats[5.0]["data"]["adversarial"]["violating_episodes"] == 1 and n5 < n30
+    mlp = RiskMLP.from_file(stats[5.0]["critic"])
+    assert mlp.threshold == 0.2 and mlp.soft_threshold == 0.05

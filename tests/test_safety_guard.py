@@ -121,3 +121,23 @@ def test_risky_policies_act_in_range_and_expert_is_safe() -> None:
         done = term or trunc
     assert success and costs == 0
     env.close()
+
+
+def test_slowing_zone_slows_the_descent_before_the_recovery(critic_path) -> None:
+    # eps_soft 0.06 just above the critic's floor (0.047): the approach to z = 0.16 is slowed
+    # (a speed cap falling with the risk), the stop above it still comes from the recovery
+    kw = {"critic": critic_path, "soft_threshold": 0.06, "brake_time": 0.02}
+    env = sim.make("peg_insert", safety="reflex", safety_kwargs=kw)
+    sent: list[np.ndarray] = []
+    env.guard.on_transition = lambda s, a, c, s2, done, mid: sent.append(a.copy())
+    env.reset(seed=0)
+    infos = [env.step(RAM)[4]["safety"] for _ in range(40)]
+    r = env.guard.reflex
+    assert r.counts["slows"] > 0 and r.counts["interventions"] > 0
+    assert not any(s["violation_force"] for s in infos)
+    # a step slowed from its first tick executes (and reports for online learning) the
+    # slowed command: same direction, shorter
+    slowed = [a for a in sent if 0.0 > a[2] > -1.0]
+    assert slowed and all(abs(a[0]) < 1e-9 and a[6] == 1.0 for a in slowed)
+    assert env.data.site_xpos[env.guard._tcp][2] > 0.12
+    env.close()

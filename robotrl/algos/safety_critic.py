@@ -49,6 +49,8 @@ class SafetyCriticConfig:
         lr: Adam learning rate. tau: Polyak rate of the target critics.
         batch_size: transitions per update. grad_clip: max gradient norm.
         threshold: eps_safe, the risk above which the reflex intervenes (exported with it).
+        soft_threshold: eps_soft < eps_safe, above which the reflex slows the command in
+            proportion to the risk (exported; 0: no slowing zone).
     """
 
     hidden: int = 64
@@ -59,6 +61,7 @@ class SafetyCriticConfig:
     batch_size: int = 256
     grad_clip: float = 1.0
     threshold: float = 0.3
+    soft_threshold: float = 0.0
 
 
 def _mlp(in_dim: int, hidden: int, layers: int) -> nn.Sequential:
@@ -182,6 +185,7 @@ class SafetyCritic:
             "mean": self.net.mean.numpy().astype(np.float64),
             "std": self.net.std.numpy().astype(np.float64),
             "threshold": np.array(self.cfg.threshold),
+            "soft_threshold": np.array(self.cfg.soft_threshold),
             "version": np.array(EXPORT_VERSION),
             "act_dim": np.array(self.act_dim),
             "feature_names": np.array(self.feature_names, dtype=str),
@@ -220,6 +224,7 @@ class SafetyCritic:
                 "hidden": hidden,
                 "layers": layers,
                 "threshold": float(w["threshold"]),
+                "soft_threshold": float(w.get("soft_threshold", 0.0)),
             }
         )
         critic = cls(obs_dim, act_dim, cfg, feature_names=[str(x) for x in w["feature_names"]])
@@ -316,13 +321,18 @@ def pretrain_critic(
     task_keys: Iterable[str] = (),
     cfg: SafetyCriticConfig | None = None,
     env_kwargs: Mapping[str, Any] | None = None,
+    force_limit: float | None = None,
     seed: int = 0,
     progress: bool = True,
 ) -> tuple[SafetyCritic, ReplayBuffer, dict[str, Any]]:
     """Collect ``episodes`` per scripted policy on ``task`` (the expert for safe data, the
     risky ones of :data:`sim.risky_policy.RISKY_POLICIES`; a mapping gives a count per
     policy), fit the critic, export it to ``out``. Returns the critic, its data and
-    statistics (data, final loss, export path)."""
+    statistics (data, final loss, export path).
+
+    ``force_limit`` [N] labels the data with a tighter contact-force limit than the constraint
+    the reflex protects (default: :data:`controllers.constraint_cost.FORCE_LIMIT`): a safety
+    margin, and more positive examples of what precedes a violation."""
     import sim
     from sim.risky_policy import RISKY_POLICIES
 
@@ -338,7 +348,10 @@ def pretrain_critic(
                 f"unknown policy {name!r}; available: expert, {sorted(RISKY_POLICIES)}"
             )
     keys = tuple(task_keys)
-    kw = {**(env_kwargs or {}), "safety": "monitor", "safety_kwargs": {"task_keys": keys}}
+    guard_kw: dict[str, Any] = {"task_keys": keys}
+    if force_limit is not None:
+        guard_kw["force_limit"] = float(force_limit)
+    kw = {**(env_kwargs or {}), "safety": "monitor", "safety_kwargs": guard_kw}
     probe = sim.make(task, **kw)
     names = list(probe.guard.feature_names)
     obs_dim = probe.guard.features().shape[0]
