@@ -115,7 +115,7 @@ def test_pretrain_with_a_tighter_force_limit_labels_earlier_and_exports_eps_soft
     from robotrl.algos.safety_critic import SafetyCriticConfig, pretrain_critic
 
     stats = {}
-    for limit in (None, 5.0):  # None: the counted 30 N limit
+    for limit in (1e6, 5.0):  # 1e6 N: never reached
         _, _, st = pretrain_critic(
             "peg_insert",
             tmp_path / f"c{limit}.npz",
@@ -127,9 +127,9 @@ def test_pretrain_with_a_tighter_force_limit_labels_earlier_and_exports_eps_soft
             progress=False,
         )
         stats[limit] = st
-    # ramming the block: the 5 N label comes earlier in the same episode than the 30 N one
-    n30 = stats[None]["data"]["adversarial"]["transitions"]
-    n5 = stats[5.0]["data"]["adversarial"]["transitions"]
-    assert stats[5.0]["data"]["adversarial"]["violating_episodes"] == 1 and n5 < n30
+    # ramming the block: labelled as a violation at 5 N (ending the risk episode), never at 1e6 N
+    never, tight = stats[1e6]["data"]["adversarial"], stats[5.0]["data"]["adversarial"]
+    assert never["violating_episodes"] == 0 and tight["violating_episodes"] == 1
+    assert tight["transitions"] < never["transitions"]
     mlp = RiskMLP.from_file(stats[5.0]["critic"])
     assert mlp.threshold == 0.2 and mlp.soft_threshold == 0.05
