@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import math
 from typing import Any
 
 from torch import nn
@@ -25,3 +26,27 @@ def policy_class(name: str) -> type[nn.Module]:
 def make_policy(name: str, **kwargs: Any) -> nn.Module:
     """Build the policy registered as ``name`` with constructor ``kwargs``."""
     return policy_class(name)(**kwargs)
+
+
+def set_noise_scale(policy: nn.Module, scale: float, option: str = "noise_scale") -> None:
+    """Scale the initial noise of ``policy.predict_chunk`` (flow / diffusion / VLA): 1 samples the
+    policy, 0 runs it deterministically from the prior's mean. A run-time setting, not saved.
+
+    Raises:
+        ValueError: ``scale`` is not a finite value >= 0, or it is not 1 for a policy whose
+            sampler has no noise scale (``option`` names the setting in the message).
+    """
+    try:
+        scale = float(scale)
+    except (TypeError, ValueError):
+        raise ValueError(f"{option} must be a finite value >= 0, got {scale!r}") from None
+    if not (math.isfinite(scale) and scale >= 0.0):
+        raise ValueError(f"{option} must be a finite value >= 0, got {scale!r}")
+    if not hasattr(policy, "noise_scale"):
+        if scale != 1.0:
+            raise ValueError(
+                f"{option}={scale}: {type(policy).__name__} has no noise scale "
+                "(flow, diffusion and vla policies do)"
+            )
+        return
+    policy.noise_scale = scale

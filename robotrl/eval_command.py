@@ -8,6 +8,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from policies.checkpoint import load_policy
+from policies.registry import set_noise_scale
 from robotrl.policy_env import (
     check_one_robot,
     env_kwargs,
@@ -21,10 +22,7 @@ from robotrl.run import make_run_dir, save_config
 
 def run_eval(cfg: DictConfig) -> dict[str, Any]:
     policy, meta = load_policy(cfg.checkpoint)
-    scale = float(cfg.get("noise_scale", 1.0))
-    if not 0.0 <= scale < float("inf"):
-        raise ValueError(f"noise_scale must be a finite value >= 0, got {cfg.noise_scale!r}")
-    policy.noise_scale = scale
+    set_noise_scale(policy, cfg.get("noise_scale", 1.0))
     task = cfg.task or meta.get("task")
     if not task:
         raise ValueError("the checkpoint names no task: give task=...")

@@ -9,6 +9,7 @@ from omegaconf import DictConfig, OmegaConf
 
 import sim
 from policies.checkpoint import load_policy
+from policies.registry import set_noise_scale
 from robotrl.algos.hil import DeviceIntervener, ScriptedHuman
 from robotrl.algos.residual import ResidualAgent, ResidualConfig, StateFeaturizer, save_agent
 from robotrl.algos.residual_training import TrainConfig, demo_buffer, train_residual
@@ -130,7 +131,7 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
     if cfg.role == "split":
         return split(cfg)
     base, meta = load_policy(cfg.checkpoint)
-    base.noise_scale = _noise_scale(cfg.get("base_noise_scale", 1.0))
+    set_noise_scale(base, cfg.get("base_noise_scale", 1.0), "base_noise_scale")
     task = cfg.task or meta.get("task")
     if not task:
         raise ValueError("the checkpoint names no task: give task=...")
@@ -256,11 +257,3 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
         **_safety_summary(safety, guards, online, run_dir),
         "run_dir": str(run_dir),
     }
-
-
-def _noise_scale(value: Any) -> float:
-    """The base's initial-noise scale (``base_noise_scale``), checked: a finite value >= 0."""
-    scale = float(value)
-    if not 0.0 <= scale < float("inf"):
-        raise ValueError(f"base_noise_scale must be a finite value >= 0, got {value!r}")
-    return scale
