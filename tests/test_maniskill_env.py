@@ -72,20 +72,17 @@ def test_registry_resolves_the_maniskill_backend():
 # --- the real simulator -------------------------------------------------------------------
 
 
-def _needs_maniskill():
-    if importlib.util.find_spec("mani_skill") is None:
-        pytest.skip("mani-skill is not installed here (its venv: .ci/maniskill_env.sh)")
-    try:
-        env = sim.make("PickCube", backend="maniskill")
-    except RuntimeError as exc:  # SAPIEN could not create a physics / render device
-        pytest.skip(f"SAPIEN cannot create the scene here: {exc}")
-    return env
+# mani-skill needs torch<2.11 and its own venv (.ci/maniskill_env.sh), where CI runs these
+# tests; there a SAPIEN scene that cannot be created is a failure, not a skip.
+HAS_MANISKILL = importlib.util.find_spec("mani_skill") is not None
 
 
 @pytest.mark.maniskill
+@pytest.mark.skipif(
+    not HAS_MANISKILL, reason="mani-skill is not installed in this venv (.ci/maniskill_env.sh)"
+)
 @pytest.mark.parametrize("task", sorted(MANISKILL_TASKS))
 def test_maniskill_env_resets_and_moves_like_ours(task):
-    _needs_maniskill().close()
     env = sim.make(task, backend="maniskill")
     try:
         obs, info = env.reset(seed=0)
