@@ -241,7 +241,6 @@ class Reflex:
         self.action = np.zeros(critic.act_dim)  # the action to execute after the last tick
         self._action_motion = self.action[:6]
         self.risk = 0.0  # risk of the commanded action at the last tick
-        self.intervening = False
         self.soften = False  # lower the stiffness (intervening while in contact)
         self.counts = {"ticks": 0, "interventions": 0, "slows": 0}
         cand = critic.actions
@@ -284,8 +283,7 @@ class Reflex:
         risk = c.evaluate()
         self.risk = float(risk[0])
         self.counts["ticks"] += 1
-        self.intervening = not self.risk <= self.threshold  # NaN risk: intervene (fail closed)
-        if self.intervening:
+        if not self.risk <= self.threshold:  # NaN risk: recover (fail closed)
             best, best_risk = 1, float(risk[1])
             for j in range(2, NUM_CANDIDATES if self.recovery == "min_risk" else 2):
                 r = float(risk[j])
@@ -297,24 +295,32 @@ class Reflex:
             self.level, self.scale = RECOVER, 0.0
             return True
         np.copyto(self.action, action)
-        soft = self.soft_threshold
-        self.scale = 1.0
-        if soft is not None and self.risk > soft:
-            # slowing zone: the limit falls linearly from 1 (eps_soft) to slow_min (eps_safe)
-            frac = (self.risk - soft) / (self.threshold - soft)
-            limit = 1.0 - (1.0 - self.slow_min) * frac
-            if self.slow_cap:  # a speed limit: only motion faster than it is scaled down
-                a = self._action_motion
-                n = max(abs(float(a[0])), abs(float(a[1])), abs(float(a[2])))
-                self.scale = min(1.0, limit / n) if n > 0.0 else 1.0
-            else:
-                self.scale = limit
-        if soft is not None and self.risk > soft and self.scale < 1.0:
+        self.scale = self._slowing_scale()
+        if self.scale < 1.0:
             np.multiply(self._action_motion, self.scale, out=self._action_motion)
             self.soften = self.soften_always or f > CONTACT_FORCE
             self.counts["slows"] += 1
             self.level = SLOW
         else:
             self.soften = False
-            self.level, self.scale = PASS, 1.0
+            self.level = PASS
         return False
+
+    @property
+    def intervening(self) -> bool:
+        """The last tick substituted a recovery action (risk above eps_safe)."""
+        return self.level == RECOVER
+
+    def _slowing_scale(self) -> float:
+        """Motion scale of the command (in :attr:`action`) in the slowing zone; 1 outside it.
+        The limit falls linearly from 1 at eps_soft to ``slow_min`` at eps_safe; ``cap`` scales
+        only motion faster than the limit (largest translation component, action units)."""
+        soft = self.soft_threshold
+        if soft is None or not self.risk > soft:
+            return 1.0
+        limit = 1.0 - (1.0 - self.slow_min) * (self.risk - soft) / (self.threshold - soft)
+        if not self.slow_cap:
+            return limit
+        a = self._action_motion
+        n = max(abs(float(a[0])), abs(float(a[1])), abs(float(a[2])))
+        return min(1.0, limit / n) if n > 0.0 else 1.0

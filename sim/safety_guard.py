@@ -193,7 +193,7 @@ class SafetyGuard:
     def reset(self) -> None:
         """Episode start (after the env's reset): features of the initial state."""
         if self.reflex is not None:
-            self.reflex.intervening = False
+            self.reflex.level = PASS
         np.copyto(self._feat_start, self.features())
 
     def run(self, action: np.ndarray | None, flags: dict[str, Any]) -> None:
