@@ -30,7 +30,8 @@ from pathlib import Path
 import numpy as np
 
 import sim
-from robotrl.algos.safety_critic import SafetyCriticConfig, pretrain_critic
+from robotrl.algos.risk_data import pretrain_critic
+from robotrl.algos.safety_critic import SafetyCriticConfig
 from sim.risky_policy import RISKY_POLICIES
 
 EVAL_SEED = 500_000  # held out: pre-training uses seeds below 40 000

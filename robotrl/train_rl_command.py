@@ -83,7 +83,8 @@ def _video(
 
 def _online_risk(cfg: DictConfig) -> Any:
     """The online learner of the reflex's risk critic (continues from the exported weights)."""
-    from robotrl.algos.safety_critic import OnlineRiskLearner, SafetyCritic
+    from robotrl.algos.online_risk import OnlineRiskLearner
+    from robotrl.algos.safety_critic import SafetyCritic
 
     return OnlineRiskLearner(SafetyCritic.from_export(cfg.safety_critic), seed=cfg.seed)
 

@@ -1,14 +1,8 @@
-"""Risk critic: learns the discounted violation probability of a known chain, exports, and is
-updated online from a guarded env's transitions."""
+"""Risk critic: learns the discounted violation probability of a known chain and exports."""
 
 import numpy as np
 
-from robotrl.algos.safety_critic import (
-    OnlineRiskLearner,
-    SafetyCritic,
-    SafetyCriticConfig,
-    risk_buffer,
-)
+from robotrl.algos.safety_critic import SafetyCritic, SafetyCriticConfig, risk_buffer
 
 GAMMA = 0.8
 STEP = 0.1
@@ -50,86 +44,3 @@ def test_critic_learns_discounted_violation_probability_of_a_chain() -> None:
         np.testing.assert_allclose(pred, truth, atol=0.08)
     # monotone in the push: the same state is riskier when pushing toward the limit
     assert critic.risk([[0.85]], [[1.0]])[0] > critic.risk([[0.85]], [[-1.0]])[0] + 0.1
-
-
-class _FakeCritic:
-    def __init__(self) -> None:
-        self.loaded = 0
-
-    def load(self, weights) -> None:
-        assert "q1.w0" in weights
-        self.loaded += 1
-
-
-class _FakeGuard:
-    def __init__(self) -> None:
-        self.on_transition = None
-        self.reflex = type("R", (), {"critic": _FakeCritic()})()
-
-
-def test_online_learner_stores_sarsa_transitions_and_pushes_weights() -> None:
-    critic = SafetyCritic(2, 1, seed=0)
-    learner = OnlineRiskLearner(critic, capacity=100, update_every=4, updates=3)
-    guard = _FakeGuard()
-    learner.attach(guard)
-    s = [np.array([float(i), 0.0]) for i in range(6)]
-    guard.on_transition(s[0], np.array([0.1]), 0, s[1], False, False)
-    guard.on_transition(s[1], np.array([0.2]), 0, s[2], False, True)  # reflex mid-step: skip
-    guard.on_transition(s[2], np.array([0.3]), 0, s[3], False, False)
-    guard.on_transition(s[3], np.array([0.4]), 1, s[4], False, False)  # violation: terminal
-    guard.on_transition(s[4], np.array([0.5]), 0, s[5], True, False)  # episode end
-    buf = learner.buffer
-    assert len(buf) == 4 and learner.skipped == 1  # s0, s2, s3, s4 in order of completion
-    np.testing.assert_allclose(buf.obs["features"][:4, 0], [0, 2, 3, 4])
-    # a' is the next reported action (SARSA), also across a skipped step
-    np.testing.assert_allclose(buf.next_obs["act"][:2, 0], [0.2, 0.4])
-    np.testing.assert_allclose(buf.reward[:4], [0.0, 0.0, 1.0, 0.0])
-    np.testing.assert_array_equal(buf.terminated[:4], [False, False, True, True])
-    assert critic.updates == 3 and guard.reflex.critic.loaded == 1  # after 4 received
-
-
-def test_pretrain_on_scripted_behaviour_exports_a_runtime_critic(tmp_path) -> None:
-    from controllers.reflex import RiskMLP
-    from robotrl.algos.safety_critic import pretrain_critic
-
-    critic, buf, st = pretrain_critic(
-        "peg_insert",
-        tmp_path / "c.npz",
-        episodes={"expert": 1, "adversarial": 2},
-        updates=20,
-        policies=("expert", "adversarial"),
-        task_keys=("hole_pos",),
-        progress=False,
-    )
-    # the expert is safe; ramming the block violates and ends each risk episode
-    assert st["data"]["expert"]["violating_episodes"] == 0
-    assert st["data"]["adversarial"]["violating_episodes"] == 2
-    assert len(buf) == sum(d["transitions"] for d in st["data"].values())
-    assert buf.reward[: len(buf)].sum() == 2 and critic.updates == 20
-    mlp = RiskMLP.from_file(st["critic"])
-    assert mlp.feature_names[-1] == "task/hole_pos" and mlp.obs_dim == 13
-
-
-def test_pretrain_with_a_tighter_force_limit_labels_earlier_and_exports_eps_soft(tmp_path) -> None:
-    from controllers.reflex import RiskMLP
-    from robotrl.algos.safety_critic import SafetyCriticConfig, pretrain_critic
-
-    stats = {}
-    for limit in (1e6, 5.0):  # 1e6 N: never reached
-        _, _, st = pretrain_critic(
-            "peg_insert",
-            tmp_path / f"c{limit}.npz",
-            episodes=1,
-            updates=5,
-            policies=("adversarial",),
-            cfg=SafetyCriticConfig(threshold=0.2, soft_threshold=0.05),
-            force_limit=limit,
-            progress=False,
-        )
-        stats[limit] = st
-    # ramming the block: labelled as a violation at 5 N (ending the risk episode), never at 1e6 N
-    never, tight = stats[1e6]["data"]["adversarial"], stats[5.0]["data"]["adversarial"]
-    assert never["violating_episodes"] == 0 and tight["violating_episodes"] == 1
-    assert tight["transitions"] < never["transitions"]
-    mlp = RiskMLP.from_file(stats[5.0]["critic"])
-    assert mlp.threshold == 0.2 and mlp.soft_threshold == 0.05

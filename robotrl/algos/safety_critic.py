@@ -10,9 +10,10 @@ produced the data continues. Two critics, each an MLP with a sigmoid output, tra
 
 (a violation ends the risk episode: y = 1; the max over the two target critics is the
 pessimistic choice; ``a'`` is the action actually taken next, so Q is the behaviour's risk).
-Pre-trained offline on transitions of scripted risky behaviour (:func:`collect_risk_data`),
-then updated online from the transitions the reflex-guarded env reports
-(:class:`OnlineRiskLearner`). :meth:`SafetyCritic.export` writes numpy weights (``.npz``) that
+Pre-trained offline on transitions of scripted risky behaviour
+(:func:`robotrl.algos.risk_data.pretrain_critic`), then updated online from the transitions
+the reflex-guarded env reports (:class:`robotrl.algos.online_risk.OnlineRiskLearner`).
+:meth:`SafetyCritic.export` writes numpy weights (``.npz``) that
 :class:`controllers.reflex.RiskMLP` evaluates in the control loop without torch.
 
 Shapes: B batch, O reflex features (:data:`sim.safety_guard.FEATURES`), A = 7 actions.
@@ -21,9 +22,8 @@ Shapes: B batch, O reflex features (:data:`sim.safety_guard.FEATURES`), A = 7 ac
 from __future__ import annotations
 
 import copy
-import functools
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -238,214 +238,3 @@ class SafetyCritic:
                         lin.weight.copy_(torch.as_tensor(w[f"{h}.w{i}"].T))
                         lin.bias.copy_(torch.as_tensor(w[f"{h}.b{i}"]))
         return critic
-
-
-# ------------------------------------------------------------------------------ data
-def collect_risk_data(
-    make_env: Callable[[], Any],
-    policies: Mapping[str, Callable[[Any], Callable[[Mapping[str, np.ndarray]], np.ndarray]]],
-    episodes: int,
-    buffer: ReplayBuffer,
-    *,
-    seed: int = 0,
-    progress: bool = True,
-) -> dict[str, dict[str, float]]:
-    """Roll each named policy for ``episodes`` episodes in an env whose ``info["safety"]``
-    carries ``cost`` and ``features`` (``sim.make(task, safety="monitor")``), adding risk
-    transitions to ``buffer``.
-
-    ``policies[name](env)`` returns a fresh policy ``obs -> action (7,)`` for one episode.
-    Returns per policy: episodes, transitions, violating episodes, violating steps.
-    """
-    env = make_env()
-    stats: dict[str, dict[str, float]] = {}
-    try:
-        for p_idx, (name, factory) in enumerate(policies.items()):
-            st = {"episodes": 0, "transitions": 0, "violating_episodes": 0, "violating_steps": 0}
-            bar = tqdm(range(episodes), desc=f"risk data {name}", disable=not progress)
-            for ep in bar:
-                obs, info = env.reset(seed=seed + 10_000 * p_idx + ep)
-                policy = factory(env)
-                feat = env.guard.features().copy()
-                prev: tuple[np.ndarray, np.ndarray, float, np.ndarray] | None = None
-                done, violated = False, False
-                while not done:
-                    a = np.clip(np.asarray(policy(obs), np.float32), -1, 1)
-                    if prev is not None:
-                        _add(buffer, *prev, a, False)
-                    obs, _, term, trunc, info = env.step(a)
-                    cost = float(info["safety"]["cost"])
-                    nxt = info["safety"]["features"].copy()
-                    st["violating_steps"] += cost
-                    violated |= cost > 0
-                    done = term or trunc or cost > 0  # a violation ends the risk episode
-                    prev = (feat, a, cost, nxt)
-                    feat = nxt
-                    st["transitions"] += 1
-                if prev is not None:
-                    _add(buffer, *prev, prev[1], True)
-                st["episodes"] += 1
-                st["violating_episodes"] += violated
-            stats[name] = st
-    finally:
-        env.close()
-    return stats
-
-
-def _add(
-    buf: ReplayBuffer,
-    feat: np.ndarray,
-    act: np.ndarray,
-    cost: float,
-    nxt: np.ndarray,
-    next_act: np.ndarray,
-    end: bool,
-) -> None:
-    buf.add(
-        {"features": feat, "act": act},
-        act,
-        cost,
-        {"features": nxt, "act": next_act},
-        terminated=end or cost > 0,
-        truncated=False,
-    )
-
-
-def pretrain_critic(
-    task: str,
-    out: str | os.PathLike[str],
-    *,
-    episodes: int | Mapping[str, int] = 60,
-    updates: int = 4000,
-    policies: Iterable[str] = ("expert", "careless", "random", "adversarial"),
-    task_keys: Iterable[str] = (),
-    cfg: SafetyCriticConfig | None = None,
-    env_kwargs: Mapping[str, Any] | None = None,
-    force_limit: float | None = None,
-    seed: int = 0,
-    progress: bool = True,
-) -> tuple[SafetyCritic, ReplayBuffer, dict[str, Any]]:
-    """Collect ``episodes`` per scripted policy on ``task`` (the expert for safe data, the
-    risky ones of :data:`sim.risky_policy.RISKY_POLICIES`; a mapping gives a count per
-    policy), fit the critic, export it to ``out``. Returns the critic, its data and
-    statistics (data, final loss, export path).
-
-    ``force_limit`` [N] labels the data with a tighter contact-force limit than the constraint
-    the reflex protects (default: :data:`controllers.constraint_cost.FORCE_LIMIT`): a safety
-    margin, and more positive examples of what precedes a violation."""
-    import sim
-    from sim.risky_policy import RISKY_POLICIES
-
-    rng = np.random.default_rng(seed)
-    factories: dict[str, Any] = {}
-    for name in policies:
-        if name == "expert":
-            factories[name] = lambda env: sim.make_expert(task, env)
-        elif name in RISKY_POLICIES:
-            factories[name] = lambda env, f=RISKY_POLICIES[name]: f(env, rng)
-        else:
-            raise ValueError(
-                f"unknown policy {name!r}; available: expert, {sorted(RISKY_POLICIES)}"
-            )
-    keys = tuple(task_keys)
-    guard_kw: dict[str, Any] = {"task_keys": keys}
-    if force_limit is not None:
-        guard_kw["force_limit"] = float(force_limit)
-    kw = {**(env_kwargs or {}), "safety": "monitor", "safety_kwargs": guard_kw}
-    probe = sim.make(task, **kw)
-    names = list(probe.guard.feature_names)
-    obs_dim = probe.guard.features().shape[0]
-    probe.close()
-    counts = (
-        {n: int(episodes.get(n, 0)) for n in factories}
-        if isinstance(episodes, Mapping)
-        else dict.fromkeys(factories, int(episodes))
-    )
-    buf = risk_buffer(sum(counts.values()) * 150, obs_dim, 7)
-    stats: dict[str, dict[str, float]] = {}
-    for i, (name, factory) in enumerate(factories.items()):
-        stats.update(
-            collect_risk_data(
-                lambda: sim.make(task, **kw),
-                {name: factory},
-                counts[name],
-                buf,
-                seed=seed + 10_000 * i,
-                progress=progress,
-            )
-        )
-    critic = SafetyCritic(obs_dim, 7, cfg, feature_names=names, seed=seed)
-    critic.set_normalization(buf.obs["features"][: len(buf)])
-    logs = critic.fit(buf, updates, rng, progress=progress)
-    path = critic.export(out)
-    return critic, buf, {"data": stats, **logs, "critic": str(path)}
-
-
-class OnlineRiskLearner:
-    """Online updates of a pre-trained critic from the transitions guarded envs report.
-
-    Attach to an env's :class:`sim.safety_guard.SafetyGuard` (``attach(env.guard)``): every
-    finished step arrives as ``(s, a, c, s', done)`` and is stored in a risk replay buffer
-    (the repo's :class:`~robotrl.datasets.ReplayBuffer`) together with the next step's action;
-    every ``update_every`` transitions, ``updates`` gradient steps run and the new weights are
-    loaded into every attached reflex. Transitions in which the reflex had to step in after the
-    first tick are skipped: their cost reflects the reflex's protection, not the action's risk.
-
-    Args:
-        critic: the pre-trained :class:`SafetyCritic`. capacity: buffer size.
-        prefill: transitions (e.g. the offline data) to start the buffer with.
-        update_every, updates: schedule. seed: sampling RNG.
-    """
-
-    def __init__(
-        self,
-        critic: SafetyCritic,
-        capacity: int = 100_000,
-        prefill: ReplayBuffer | None = None,
-        update_every: int = 200,
-        updates: int = 50,
-        seed: int = 0,
-    ) -> None:
-        self.critic = critic
-        self.buffer = prefill or risk_buffer(capacity, critic.obs_dim, critic.act_dim)
-        self.update_every, self.updates = int(update_every), int(updates)
-        self.rng = np.random.default_rng(seed)
-        self.guards: list[Any] = []
-        self._pending: dict[int, tuple[np.ndarray, np.ndarray, float, np.ndarray]] = {}
-        self.received = 0
-        self.skipped = 0
-        self.logs: dict[str, float] = {}
-
-    def attach(self, guard: Any) -> None:
-        """Receive ``guard``'s transitions and push new weights into its reflex."""
-        gid = len(self.guards)
-        self.guards.append(guard)
-        guard.on_transition = functools.partial(self._receive, gid)
-
-    def _receive(
-        self,
-        gid: int,
-        feat: np.ndarray,
-        act: np.ndarray,
-        cost: float,
-        nxt: np.ndarray,
-        done: bool,
-        mid_step_reflex: bool,
-    ) -> None:
-        prev = self._pending.pop(gid, None)
-        if prev is not None:
-            _add(self.buffer, *prev, act, False)
-        if mid_step_reflex:
-            self.skipped += 1
-            return
-        item = (feat.copy(), np.asarray(act, np.float32).copy(), float(cost), nxt.copy())
-        if done or cost > 0:
-            _add(self.buffer, *item, item[1], True)
-        else:
-            self._pending[gid] = item
-        self.received += 1
-        if self.received % self.update_every == 0:
-            self.logs = self.critic.fit(self.buffer, self.updates, self.rng, progress=False)
-            weights = self.critic.weights()
-            for g in self.guards:
-                g.reflex.critic.load(weights)
