@@ -28,12 +28,12 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import zmq
 
 from robotrl.distributed import protocol as P
+from robotrl.distributed.learner_records import ActorInfo, LearnerStats, PeerRecord
 from robotrl.distributed.roles import Learner
 from robotrl.distributed.transitions import (
     SchemaError,
@@ -45,58 +45,6 @@ from robotrl.distributed.transitions import (
 )
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class _Peer:
-    """What the server knows of one actor id (I/O thread only)."""
-
-    epoch: int
-    route: bytes = b""
-    last_seen: float = 0.0
-    alive: bool = False
-    floor: int = 0
-    queued: set[int] = field(default_factory=set)
-    delivered: set[int] = field(default_factory=set)  # seqs >= floor
-    batches: int = 0
-    transitions: int = 0
-    held: tuple[str, int] | None = None  # weights the actor reports holding
-    sent_version: int = -1
-    sent_at: float = 0.0
-
-    def advance(self, floor: int) -> None:
-        if floor > self.floor:
-            self.floor = floor
-            self.delivered = {s for s in self.delivered if s >= floor}
-
-
-@dataclass(frozen=True)
-class ActorInfo:
-    """One actor as the server sees it; ``last_seen`` is ``time.monotonic()``."""
-
-    actor_id: str
-    epoch: int
-    alive: bool
-    last_seen: float
-    delivered_batches: int
-    delivered_transitions: int
-    weights_version: int  # held by the actor, -1 unknown / other session
-
-
-@dataclass(frozen=True)
-class LearnerStats:
-    """Counters; batches unless named otherwise."""
-
-    received: int  # batch messages received, duplicates included
-    delivered: int  # transitions handed to on_transitions
-    delivered_batches: int
-    duplicates: int  # re-sent batches already queued or delivered (not delivered again)
-    rejected: int  # refused for good: malformed, schema mismatch, stale epoch
-    busy: int  # not taken because the queue was full (the actor re-sends them)
-    queued: int  # waiting for deliver()
-    version: int  # weights version last published
-    actors_alive: int
-    last_error: str
 
 
 class LearnerServer:
@@ -144,7 +92,7 @@ class LearnerServer:
         self.max_queued_batches, self.weights_resend_s = max_queued_batches, weights_resend_s
         self.heartbeat_interval, self.peer_timeout = heartbeat_interval, peer_timeout
         self._schema = schema
-        self._peers: dict[str, _Peer] = {}
+        self._peers: dict[str, PeerRecord] = {}
         self._queue: deque[TransitionBatch] = deque()
         self._settled: deque[tuple[str, int, int, int, bool]] = deque()  # deliver() -> acks
         self._ready = threading.Condition()
@@ -323,7 +271,9 @@ class LearnerServer:
         finally:
             self._sock.close(linger=0)
 
-    def _send(self, peer: _Peer, kind: str, payload: bytes | None = None, **fields: Any) -> bool:
+    def _send(
+        self, peer: PeerRecord, kind: str, payload: bytes | None = None, **fields: Any
+    ) -> bool:
         return P.send(self._sock, [peer.route, *P.pack(kind, payload, l=self.session, **fields)])
 
     def _receive(self, now: float) -> None:
@@ -350,12 +300,12 @@ class LearnerServer:
                     log.info(
                         "learner: actor %s restarted (epoch %d -> %d)", actor, peer.epoch, epoch
                     )
-                peer = self._peers[actor] = _Peer(epoch)
+                peer = self._peers[actor] = PeerRecord(epoch)
             elif epoch < peer.epoch:
                 if header["k"] == P.BATCH:
                     self._n["rejected"] += 1
                     self._send(
-                        _Peer(epoch, route),
+                        PeerRecord(epoch, route),
                         P.NACK,
                         e=epoch,
                         s=header.get("s"),
@@ -377,7 +327,7 @@ class LearnerServer:
                 self._on_batch(actor, peer, header, payload)
 
     def _on_batch(
-        self, actor: str, peer: _Peer, header: dict[str, Any], payload: bytes | None
+        self, actor: str, peer: PeerRecord, header: dict[str, Any], payload: bytes | None
     ) -> None:
         self._n["received"] += 1
         seq = int(header["s"])
@@ -430,7 +380,7 @@ class LearnerServer:
             peer = self._peers[actor]
             self._send(peer, P.ACK, e=peer.epoch, s=seqs)
 
-    def _push_weights(self, peer: _Peer, now: float, *, force: bool) -> None:
+    def _push_weights(self, peer: PeerRecord, now: float, *, force: bool) -> None:
         w = self._weights
         if w is None or peer.held == (self.session, w[0]):
             return
