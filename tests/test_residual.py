@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from robotrl.algos.residual import ResidualAgent, ResidualConfig, StateFeaturizer
+from robotrl.algos.residual_training import warmup_actions
 
 
 def _agent(**kw):
@@ -115,3 +116,26 @@ def test_featurizer_standardises_in_order():
 def test_bad_config():
     with pytest.raises(ValueError, match="target_heads"):
         ResidualAgent(4, 2, ResidualConfig(ensemble=1, target_heads=2))
+
+
+def test_dims_restrict_the_residual_and_its_exploration():
+    agent = ResidualAgent(4, 3, ResidualConfig(hidden=32, ensemble=4, dims=[1]), seed=0)
+    with torch.no_grad():
+        agent.actor[-1].weight.normal_(0, 10.0)
+        agent.actor[-1].bias.fill_(1.0)
+    rng = np.random.default_rng(0)
+    obs = rng.normal(size=(64, 4)).astype(np.float32)
+    base = rng.uniform(-0.5, 0.5, (64, 3)).astype(np.float32)
+    a, res = agent.act(obs, base, explore=True, rng=rng)
+    np.testing.assert_array_equal(res[:, [0, 2]], 0.0)  # untouched dims: the base, no noise
+    np.testing.assert_array_equal(a[:, [0, 2]], base[:, [0, 2]])
+    assert np.abs(res[:, 1]).min() > 0 and not np.allclose(a[:, 1], base[:, 1])
+    warm = warmup_actions(base, 0.05, rng, agent.mask.numpy())
+    np.testing.assert_array_equal(warm[:, [0, 2]], base[:, [0, 2]])
+    assert np.abs(warm[:, 1] - base[:, 1]).max() > 0
+
+
+@pytest.mark.parametrize("dims", [[], [3], [0, 0], [-1]])
+def test_bad_dims(dims):
+    with pytest.raises(ValueError, match="dims"):
+        ResidualAgent(4, 3, ResidualConfig(dims=dims))

@@ -133,7 +133,7 @@ def run_actor(
         if actor.loaded:
             actions, _ = agent.act(feats, a_b, explore=True, rng=rng)
         else:
-            actions = warmup_actions(a_b, train.warmup_noise, rng)
+            actions = warmup_actions(a_b, train.warmup_noise, rng, agent.mask.numpy())
         rollout.step(actions, send)
         step_s.append(time.perf_counter() - start)
         steps = step_offset + rollout.env_steps

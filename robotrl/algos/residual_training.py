@@ -290,7 +290,7 @@ def train_residual(
     while rollout.env_steps < train.total_steps:
         feats, a_b = rollout.observe(sink)
         if rollout.env_steps < train.warmup_steps:
-            actions = warmup_actions(a_b, train.warmup_noise, rng)
+            actions = warmup_actions(a_b, train.warmup_noise, rng, agent.mask.numpy())
         else:
             actions, _ = agent.act(feats, a_b, explore=True, rng=rng)
         rollout.step(actions, sink)
@@ -325,9 +325,15 @@ def freeze(base: Any) -> None:
         p.requires_grad_(False)
 
 
-def warmup_actions(a_b: np.ndarray, noise: float, rng: np.random.Generator) -> np.ndarray:
-    """(N, Da) base actions plus uniform noise of half-width ``noise``, clipped to [-1, 1]."""
-    return np.clip(a_b + rng.uniform(-noise, noise, a_b.shape), -1, 1).astype(np.float32)
+def warmup_actions(
+    a_b: np.ndarray, noise: float, rng: np.random.Generator, mask: np.ndarray | None = None
+) -> np.ndarray:
+    """(N, Da) base actions plus uniform noise of half-width ``noise`` (only where ``mask``
+    (Da,) is 1: the residual's dimensions), clipped to [-1, 1]."""
+    eps = rng.uniform(-noise, noise, a_b.shape)
+    if mask is not None:
+        eps = eps * mask
+    return np.clip(a_b + eps, -1, 1).astype(np.float32)
 
 
 def recent_episode_rates(episodes: Sequence[Mapping[str, float]], n: int = 20) -> dict[str, float]:
