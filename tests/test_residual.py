@@ -73,13 +73,16 @@ def test_actor_climbs_the_critic_and_targets_track():
     assert max(moved) > 0
 
 
-def test_actor_imitates_human_corrections_only_where_a_human_intervened():
-    agent = _agent(actor_lr=3e-3, scale=0.5, residual_l2=0.0, intervention_bc=1.0)
+@pytest.mark.parametrize("key", ["human", "demo"])
+def test_actor_imitates_human_or_demo_actions_only_on_those_transitions(key):
+    weights = {"intervention_bc": float(key == "human"), "demo_bc": float(key == "demo")}
+    log = "intervention_bc" if key == "human" else "demo_bc"
+    agent = _agent(actor_lr=3e-3, scale=0.5, residual_l2=0.0, **weights)
     rng = np.random.default_rng(0)
     batch = _batch(rng, b=128)
     human = (np.arange(128) % 2).astype(np.float32)  # every other transition is the human's
     correction = np.array([0.3, -0.2], np.float32)
-    batch["obs"]["human"] = human
+    batch["obs"][key] = human
     batch["action"] = np.clip(batch["obs"]["base_action"] + correction, -1, 1)
     batch["action"][human == 0] = rng.uniform(-1, 1, (64, 2))  # agent's own: no imitation
     obs = torch.from_numpy(batch["obs"]["features"])
@@ -90,12 +93,12 @@ def test_actor_imitates_human_corrections_only_where_a_human_intervened():
     res = agent.residual(obs, base).detach().numpy()
     err = np.abs(res - wanted)[human == 1].mean()
     assert err < 0.05, err
-    assert logs["intervention_bc"] < 0.01
+    assert logs[log] < 0.01
     # without the term the actor only follows the (untrained) critic
-    plain = _agent(actor_lr=3e-3, scale=0.5, residual_l2=0.0, intervention_bc=0.0)
+    plain = _agent(actor_lr=3e-3, scale=0.5, residual_l2=0.0, intervention_bc=0.0, demo_bc=0.0)
     for _ in range(300):
         logs = plain.update(batch, update_actor=True)
-    assert "intervention_bc" not in logs
+    assert log not in logs
     res = plain.residual(obs, base).detach().numpy()
     assert np.abs(res - wanted)[human == 1].mean() > 0.1
 

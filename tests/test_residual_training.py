@@ -4,7 +4,15 @@ are stored and counted."""
 import numpy as np
 
 from robotrl.algos.residual import ResidualConfig, StateFeaturizer
-from robotrl.algos.residual_training import TrainConfig, train_residual
+from robotrl.algos.residual_rollout import ResidualTransition
+from robotrl.algos.residual_training import (
+    TrainConfig,
+    demo_buffer,
+    make_replay,
+    store_transition,
+    train_residual,
+)
+from robotrl.datasets import EpisodeStore
 from sim.toy import STATE_STATS, BiasedPointBase, PointGoal
 
 # No residual penalty here: cancelling this bias needs residuals at the scale bound.
@@ -73,3 +81,36 @@ def test_interventions_are_counted_and_replace_the_action():
     rates = [e["intervention_rate"] for e in res.episodes]
     assert res.env_steps == 300 and len(calls) == 300
     assert 0.25 < np.mean(rates) < 0.4
+
+
+def test_demo_transitions_are_flagged_for_imitation_and_online_ones_are_not(tmp_path):
+    store = EpisodeStore.create(tmp_path / "d.zarr", fps=20.0, robot="toy")
+    with store.begin_episode(task="toy") as w:
+        for t in range(4):
+            pos, goal = np.full(2, 0.1 * t, np.float32), np.ones(2, np.float32)
+            obs = {"state/pos": pos, "state/goal": goal}
+            w.add(obs, np.array([0.5, 0.5], np.float32), reward=float(t == 3))
+        w.commit(success=True, terminated=True, final_obs=obs)
+    cfg = ResidualConfig(**CFG)
+    demos = demo_buffer(store, BiasedPointBase(bias=(0.5, -0.5)), _feat(), cfg)
+    store.close()
+    assert len(demos) == 4
+    np.testing.assert_array_equal(demos.obs["demo"][:4], 1.0)
+    np.testing.assert_array_equal(demos.obs["human"][:4], 0.0)
+    np.testing.assert_array_equal(demos.next_obs["demo"][:4], 0.0)
+    online, hil, _ = make_replay(_feat().dim, 2, cfg, 100, demos=demos)
+    t = ResidualTransition(
+        env_id=0,
+        features=np.zeros(4, np.float32),
+        base_action=np.zeros(2, np.float32),
+        action=np.ones(2, np.float32),
+        reward=0.0,
+        next_features=np.zeros(4, np.float32),
+        next_base_action=np.zeros(2, np.float32),
+        terminated=False,
+        truncated=False,
+        intervention=True,
+    )
+    store_transition(online, hil, t)
+    assert online.obs["demo"][0] == 0.0 and online.obs["human"][0] == 1.0
+    assert hil.obs["demo"][0] == 0.0

@@ -61,6 +61,10 @@ class ResidualConfig:
             HIL-SERL leaves human data to the critic alone; with a residual actor whose
             gradient only sees actions near ``a_b + a_r``, corrections far from it are learnt
             slowly, so the actor also regresses onto them (as HG-DAgger / ConRFT do).
+        demo_bc: weight of the same imitation term on demonstration transitions (batches carry
+            ``obs["demo"]``): TD3+BC's behaviour-cloning regulariser, here on the residual,
+            ``mean_d ||a_r - clip(a_d - a_b, +-scale)||^2``. 0 (default) leaves demos to the
+            critic alone, as ResFiT does.
         dims: action dimensions the residual may change (None: all). The others execute the
             base's action unchanged, without exploration noise. On peg_insert (1 mm clearance)
             a residual on all 7 dimensions drifted 0.05-0.1 in x, z and the rotations, where
@@ -90,6 +94,7 @@ class ResidualConfig:
     demo_fraction: float = 0.5
     residual_l2: float = 0.1
     intervention_bc: float = 1.0
+    demo_bc: float = 0.0
     dims: list[int] | None = None
 
 
@@ -226,15 +231,19 @@ class ResidualAgent(nn.Module):
             actor_loss = -self.critic(obs, a).mean()
             if cfg.residual_l2 > 0:
                 actor_loss = actor_loss + cfg.residual_l2 * (res**2).sum(-1).mean()
-            human = batch["obs"].get("human")
-            if cfg.intervention_bc > 0 and human is not None:
-                human = torch.as_tensor(human, dtype=res.dtype)
-                if human.sum() > 0:
+            for key, weight, log in (
+                ("human", cfg.intervention_bc, "intervention_bc"),
+                ("demo", cfg.demo_bc, "demo_bc"),
+            ):
+                flags = batch["obs"].get(key)
+                if weight <= 0 or flags is None:
+                    continue
+                flags = torch.as_tensor(flags, dtype=res.dtype)
+                if flags.sum() > 0:
                     wanted = (action - base).clamp(-cfg.scale, cfg.scale) * self.mask
-                    err = ((res - wanted) ** 2).sum(-1)
-                    bc = (human * err).sum() / human.sum()
-                    actor_loss = actor_loss + cfg.intervention_bc * bc
-                    logs["intervention_bc"] = bc.item()
+                    imitation = (flags * ((res - wanted) ** 2).sum(-1)).sum() / flags.sum()
+                    actor_loss = actor_loss + weight * imitation
+                    logs[log] = imitation.item()
             self.actor_opt.zero_grad(set_to_none=True)
             actor_loss.backward()
             nn.utils.clip_grad_norm_(self.actor.parameters(), cfg.grad_clip)

@@ -68,13 +68,17 @@ class TrainResult:
 
 
 def _spec(feat_dim: int, act_dim: int) -> dict[str, tuple[tuple[int, ...], Any]]:
-    # "human": 1 on transitions whose executed action came from an intervening human; the
-    # actor imitates those corrections (ResidualConfig.intervention_bc)
+    # "human": 1 on transitions whose executed action came from an intervening human, "demo": 1
+    # on demonstrations; the actor imitates either (ResidualConfig.intervention_bc / demo_bc)
     return {
         "features": ((feat_dim,), np.float32),
         "base_action": ((act_dim,), np.float32),
         "human": ((), np.float32),
+        "demo": ((), np.float32),
     }
+
+
+_NOT_IMITATED = {"human": 0.0, "demo": 0.0}
 
 
 def demo_buffer(
@@ -108,10 +112,10 @@ def demo_buffer(
         for t in range(t_len):
             last = t == t_len - 1
             buf.add(
-                {"features": feats[t], "base_action": base_actions[t], "human": 0.0},
+                {"features": feats[t], "base_action": base_actions[t], "human": 0.0, "demo": 1.0},
                 full["action"][t],
                 float(full["reward"][t]),
-                {"features": feats[t + 1], "base_action": base_actions[t + 1], "human": 0.0},
+                {"features": feats[t + 1], "base_action": base_actions[t + 1], **_NOT_IMITATED},
                 terminated=last and terminated,
                 truncated=last and not terminated,
             )
@@ -207,8 +211,8 @@ def store_transition(online: ReplayBuffer, hil: ReplayBuffer, t: ResidualTransit
     """Write one transition to the online buffer, and to ``hil`` too when a human intervened;
     ``t.env_id`` names its env stream in both."""
     human = float(t.intervention)
-    o = {"features": t.features, "base_action": t.base_action, "human": human}
-    o2 = {"features": t.next_features, "base_action": t.next_base_action, "human": 0.0}
+    o = {"features": t.features, "base_action": t.base_action, "human": human, "demo": 0.0}
+    o2 = {"features": t.next_features, "base_action": t.next_base_action, **_NOT_IMITATED}
     args = (o, t.action, t.reward, o2, t.terminated, t.truncated)
     online.add(*args, env_id=t.env_id)
     if t.intervention:
