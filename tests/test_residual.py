@@ -142,3 +142,36 @@ def test_dims_restrict_the_residual_and_its_exploration():
 def test_bad_dims(dims):
     with pytest.raises(ValueError, match="dims"):
         ResidualAgent(4, 3, ResidualConfig(dims=dims))
+
+
+def test_smoothness_keeps_the_residual_near_its_mean_across_states():
+    rng = np.random.default_rng(0)
+    batch = _batch(rng, b=128)
+    batch["obs"]["demo"] = np.ones(128, np.float32)
+    # demos ask for a correction of +0.2 in dim 0 plus state-dependent jitter of std 0.1
+    jitter = rng.normal(0, 0.1, 128).astype(np.float32)
+    batch["action"] = batch["obs"]["base_action"].copy()
+    batch["action"][:, 0] += 0.2 + jitter
+    batch["next_obs"]["features"] = batch["obs"]["features"] + 0.05 * rng.normal(
+        size=(128, 4)
+    ).astype(np.float32)
+    batch["next_obs"]["base_action"] = batch["obs"]["base_action"]
+    obs = torch.from_numpy(batch["obs"]["features"])
+    base = torch.from_numpy(batch["obs"]["base_action"])
+    spread = {}
+    for weight in (0.0, 10.0):
+        agent = _agent(
+            actor_lr=3e-3,
+            scale=0.5,
+            residual_l2=0.0,
+            demo_bc=1.0,
+            smoothness=weight,
+            smoothness_std=1.0,
+        )
+        for _ in range(400):
+            logs = agent.update(batch, update_actor=True)
+        res = agent.residual(obs, base).detach().numpy()[:, 0]
+        assert abs(res.mean() - 0.2) < 0.05  # the mean correction is kept either way
+        spread[weight] = res.std()
+        assert ("smoothness" in logs) == (weight > 0)
+    assert spread[10.0] < 0.5 * spread[0.0], spread
