@@ -1,7 +1,7 @@
 """Force-limit violations with and without the safety reflex, per scripted policy; JSON.
 
 Usage: python bench/reflex_violations.py [task=peg_insert] [episodes=100] [critic=<npz>]
-       [pretrain_episodes=60] [updates=4000] [threshold=0.05,0.02] [recovery=hold|min_risk]
+       [pretrain_episodes=60] [updates=4000] [threshold=0.05,0.02] [recovery=hold|min_risk|yield]
        [task_keys=hole_pos,peg_pos] [policies=careless,random,adversarial,expert]
        [train_force_limit=30] [soft=0.01] [slow_min=0.25] [soften=contact|always]
        [slowing=cap|scale] [brake_time=0.02] [stiffness_scale=0.25] [gamma_safe=0.8]

@@ -56,6 +56,22 @@ def test_reflex_intervenes_only_above_threshold_and_picks_lowest_risk() -> None:
     np.testing.assert_allclose(hold.action, [0, 0, 1.0, 0, 0, 0, 1.0])
 
 
+def test_yield_backs_off_along_the_force_in_contact_and_brakes_in_free_space() -> None:
+    reflex = Reflex(RiskMLP(pushing_down_low_critic()), recovery="yield", brake_time=0.1)
+    down = np.array([0.2, 0.0, -1.0, 0.0, 0.0, 0.0, 1.0])
+    moving = np.array([0.0, 0.0, -0.2])
+    # in contact (the block pushes up and sideways with 10 N): move along that force
+    force = np.array([6.0, 0.0, 8.0])
+    assert reflex.tick(_feat(0.10, tuple(force)), down, force, moving)
+    np.testing.assert_allclose(reflex.action, [0.6, 0, 0.8, 0, 0, 0, 1.0])
+    assert reflex.soften
+    # below the contact force (3 N): the brake, as recovery="hold" does
+    weak = np.array([0.0, 0.0, 3.0])
+    assert reflex.tick(_feat(0.10, tuple(weak)), down, weak, moving)
+    np.testing.assert_allclose(reflex.action, [0, 0, 1.0, 0, 0, 0, 1.0])
+    assert not reflex.soften
+
+
 def test_reflex_fails_closed_on_nan_features() -> None:
     reflex = Reflex(RiskMLP(pushing_down_low_critic()))
     f = _feat(0.4)
