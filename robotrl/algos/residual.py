@@ -66,18 +66,18 @@ class ResidualConfig:
             ``mean_d ||a_r - clip(a_d - a_b, +-scale)||^2``. 0 (default) leaves demos to the
             critic alone, as ResFiT does.
         smoothness: weight of CAPS-style smoothness terms (Mysore et al. 2021) in the actor
-            loss: ``mean ||a_r(s, a_b) - a_r(s', a_b')||^2`` over a batch transition (``s'`` is n steps on;
-            temporal)
-            plus the same between ``s`` and ``s`` with Gaussian feature noise of std
-            ``smoothness_std`` (spatial, in standardised feature units). A residual whose
-            state-dependent part the critic does not support then stays near its mean: on
-            peg_insert (1 mm clearance) a residual with the right mean but a state-dependent
-            std of 0.03-0.05 per dimension jammed the peg (0 disables).
+            loss: temporal, ``mean ||a_r(s, a_b) - a_r(s', a_b')||^2`` over a batch transition
+            (``s'`` is n steps on), plus spatial, the same between ``s`` and ``s`` with
+            Gaussian feature noise of std ``smoothness_std`` (standardised feature units).
+            Meant to keep a residual near its mean where the critic does not support a
+            state-dependent part (0 disables). On peg_insert it did not help: the critic then
+            drove a smooth but wrong x offset (README).
         dims: action dimensions the residual may change (None: all). The others execute the
             base's action unchanged, without exploration noise. On peg_insert (1 mm clearance)
-            a residual on all 7 dimensions drifted 0.05-0.1 in x, z and the rotations, where
-            the critic has no consistent gradient, and jammed the peg: 0 % through 18 000 env
-            steps; the translation dimensions only (``[0, 1, 2]``) are what the task needs.
+            a residual on all 7 dimensions drifted 0.05-0.17 in x, z and the rotations, where
+            the critic has no consistent gradient, and jammed the peg: 0 % through 20 000 env
+            steps. Restricting it to translation (``[0, 1, 2]``) removes the rotation drift
+            (x still drifted: README).
     """
 
     scale: float = 0.1
