@@ -288,13 +288,13 @@ class Reflex:
         self.risk = float(risk[0])
         self.counts["ticks"] += 1
         if not self.risk <= self.threshold:  # NaN risk: recover (fail closed)
-            best, best_risk = 1, float(risk[1])
-            for j in range(2, NUM_CANDIDATES if self.recovery == "min_risk" else 2):
-                r = float(risk[j])
-                if r < best_risk:
-                    best, best_risk = j, r
-            if self.recovery == "yield" and f > CONTACT_FORCE:
-                best = 2
+            best = 2 if self.recovery == "yield" and f > CONTACT_FORCE else 1  # yield / brake
+            if self.recovery == "min_risk":
+                best_risk = float(risk[1])
+                for j in range(2, NUM_CANDIDATES):
+                    r = float(risk[j])
+                    if r < best_risk:
+                        best, best_risk = j, r
             np.copyto(self.action, rows[best])
             self.soften = self.soften_always or f > CONTACT_FORCE
             self.counts["interventions"] += 1

@@ -13,19 +13,11 @@ from robotrl.algos.residual_training import (
     train_residual,
 )
 from robotrl.datasets import EpisodeStore
-from sim.toy import STATE_STATS, BiasedPointBase, PointGoal
+from sim.toy import RESIDUAL_SETTINGS, STATE_STATS, BiasedPointBase, PointGoal
 
-# No residual penalty here: cancelling this bias needs residuals at the scale bound.
-CFG = dict(
-    scale=0.5,
-    hidden=64,
-    ensemble=5,
-    batch_size=128,
-    utd=2,
-    actor_lr=3e-4,
-    residual_l2=0.0,
-    critic_lr=3e-4,
-)
+
+def _cfg() -> ResidualConfig:
+    return ResidualConfig(**RESIDUAL_SETTINGS)  # small nets that learn the toy task
 
 
 def _feat():
@@ -42,9 +34,7 @@ def test_residual_lifts_a_biased_base_to_90_percent():
         eval_episodes=30,
         target_success=0.9,
     )
-    res = train_residual(
-        base, PointGoal, _feat(), ResidualConfig(**CFG), train, execute_horizon=1, progress=False
-    )
+    res = train_residual(base, PointGoal, _feat(), _cfg(), train, execute_horizon=1, progress=False)
     first, last = res.evaluations[0], res.evaluations[-1]
     assert first["success_rate"] <= 0.3  # the base alone
     assert last["success_rate"] >= 0.9, res.evaluations
@@ -72,7 +62,7 @@ def test_interventions_are_counted_and_replace_the_action():
         BiasedPointBase(),
         PointGoal,
         _feat(),
-        ResidualConfig(**CFG),
+        _cfg(),
         train,
         execute_horizon=1,
         intervener=human,
@@ -91,7 +81,7 @@ def test_demo_transitions_are_flagged_for_imitation_and_online_ones_are_not(tmp_
             obs = {"state/pos": pos, "state/goal": goal}
             w.add(obs, np.array([0.5, 0.5], np.float32), reward=float(t == 3))
         w.commit(success=True, terminated=True, final_obs=obs)
-    cfg = ResidualConfig(**CFG)
+    cfg = _cfg()
     demos = demo_buffer(store, BiasedPointBase(bias=(0.5, -0.5)), _feat(), cfg)
     store.close()
     assert len(demos) == 4

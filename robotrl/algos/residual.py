@@ -247,6 +247,7 @@ class ResidualAgent(nn.Module):
                 spatial = ((res - self.residual(noisy, base)) ** 2).sum(-1).mean()
                 actor_loss = actor_loss + cfg.smoothness * (temporal + spatial)
                 logs["smoothness"] = (temporal + spatial).item()
+            wanted = (action - base).clamp(-cfg.scale, cfg.scale) * self.mask  # imitation target
             for key, weight, log in (
                 ("human", cfg.intervention_bc, "intervention_bc"),
                 ("demo", cfg.demo_bc, "demo_bc"),
@@ -256,7 +257,6 @@ class ResidualAgent(nn.Module):
                     continue
                 flags = torch.as_tensor(flags, dtype=res.dtype)
                 if flags.sum() > 0:
-                    wanted = (action - base).clamp(-cfg.scale, cfg.scale) * self.mask
                     imitation = (flags * ((res - wanted) ** 2).sum(-1)).sum() / flags.sum()
                     actor_loss = actor_loss + weight * imitation
                     logs[log] = imitation.item()

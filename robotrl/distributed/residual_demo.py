@@ -42,19 +42,8 @@ from robotrl.algos.residual_learner import ResidualLearner, serve_learner
 from robotrl.algos.residual_rollout import ResidualRollout
 from robotrl.algos.residual_split import RoleProcess
 from robotrl.algos.residual_training import TrainConfig, evaluate_residual
-from sim.toy import STATE_STATS, BiasedPointBase, PointGoal
+from sim.toy import RESIDUAL_SETTINGS, STATE_STATS, BiasedPointBase, PointGoal
 
-# As tests/test_residual_training.py: small nets that learn the toy task within ~2000 steps.
-CONFIG: dict[str, Any] = dict(
-    scale=0.5,
-    hidden=64,
-    ensemble=5,
-    batch_size=128,
-    utd=2,
-    actor_lr=3e-4,
-    critic_lr=3e-4,
-    residual_l2=0.0,  # as there: cancelling this bias needs residuals at the scale bound
-)
 EXECUTE_HORIZON = 1
 LINK: dict[str, Any] = dict(heartbeat_interval=0.1, peer_timeout=1.0)
 SETTLE_S = 120.0  # the last evaluation waits for the learner's owed updates (a loaded CPU lags)
@@ -83,7 +72,7 @@ def learner_main(address: str, state_dir: Path, deliveries: Path, seed: int = 0)
     """Learner process: serve until SIGTERM, resuming from ``state_dir``; every delivered batch
     is logged to ``deliveries`` (before its ack) as ``actor epoch seq n``."""
     torch.set_num_threads(1)
-    agent = ResidualAgent(_featurizer().dim, 2, ResidualConfig(**CONFIG), seed=seed)
+    agent = ResidualAgent(_featurizer().dim, 2, ResidualConfig(**RESIDUAL_SETTINGS), seed=seed)
     learner = ResidualLearner(agent, toy_train(0, seed))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -116,7 +105,7 @@ def actor_main(
 
     torch.set_num_threads(1)
     base, feat = BiasedPointBase(), _featurizer()
-    agent = ResidualAgent(feat.dim, 2, ResidualConfig(**CONFIG), seed=seed)
+    agent = ResidualAgent(feat.dim, 2, ResidualConfig(**RESIDUAL_SETTINGS), seed=seed)
     train = toy_train(total_steps, seed)
     rollout = ResidualRollout(
         base, PointGoal, feat, execute_horizon=EXECUTE_HORIZON, seed=seed * 7919
