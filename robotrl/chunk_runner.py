@@ -121,3 +121,9 @@ class SingleEnvPolicy:
 
     def __call__(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
         return self.runner.act({k: np.asarray(v)[None] for k, v in obs.items()})[0]
+
+
+def as_episode_policy(policy: Any, execute_horizon: int = 8) -> Any:
+    """``policy`` as an ``EpisodePolicy``: a chunk policy (``predict_chunk``) wrapped in a
+    :class:`SingleEnvPolicy`; anything else (e.g. a residual on its base) is one already."""
+    return SingleEnvPolicy(policy, execute_horizon) if hasattr(policy, "predict_chunk") else policy

@@ -9,6 +9,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from policies.checkpoint import load_policy
 from policies.registry import set_noise_scale
+from robotrl.algos.residual_policy import is_residual_checkpoint, load_residual_policy
 from robotrl.policy_env import (
     check_one_robot,
     env_kwargs,
@@ -20,13 +21,29 @@ from robotrl.policy_env import (
 from robotrl.run import make_run_dir, save_config
 
 
+def _load(cfg: DictConfig) -> tuple[Any, Any, dict[str, Any], int]:
+    """``(policy to roll out, the flow/diffusion model whose noise is scaled, meta, Te)``: a
+    train-bc checkpoint, or a train-rl residual checkpoint on its base (one env, the Te it was
+    trained with)."""
+    if not is_residual_checkpoint(cfg.checkpoint):
+        policy, meta = load_policy(cfg.checkpoint)
+        te = int(cfg.execute_horizon or meta.get("execute_horizon", policy.action_horizon // 2))
+        return policy, policy, meta, te
+    residual, meta = load_residual_policy(cfg.checkpoint, cfg.get("base_checkpoint"))
+    te = int(meta["execute_horizon"])
+    if cfg.execute_horizon is not None and int(cfg.execute_horizon) != te:
+        raise ValueError(f"the residual was trained with execute_horizon={te}; leave it unset")
+    if cfg.num_envs != 1:
+        raise ValueError("a residual checkpoint is evaluated with num_envs=1")
+    return residual, residual.base, meta, te
+
+
 def run_eval(cfg: DictConfig) -> dict[str, Any]:
-    policy, meta = load_policy(cfg.checkpoint)
-    set_noise_scale(policy, cfg.get("noise_scale", 1.0))
+    policy, model, meta, te = _load(cfg)
+    set_noise_scale(model, cfg.get("noise_scale", 1.0))
     task = cfg.task or meta.get("task")
     if not task:
         raise ValueError("the checkpoint names no task: give task=...")
-    te = int(cfg.execute_horizon or meta.get("execute_horizon", policy.action_horizon // 2))
     backend = cfg.get("backend", "mujoco")
     check_one_robot(backend, cfg.num_envs)
     ros2 = OmegaConf.to_container(cfg.ros2) if cfg.get("ros2") is not None else None

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 import sim
-from robotrl.chunk_runner import ChunkRunner, SingleEnvPolicy
+from robotrl.chunk_runner import ChunkRunner, as_episode_policy
 from robotrl.evaluation import EvalResult, evaluate, evaluate_vector
 from robotrl.video import write_mp4
 
@@ -91,6 +91,9 @@ def rollout_policy(
 ) -> EvalResult:
     """Success statistics of ``policy`` over ``episodes`` seeded episodes of ``task``.
 
+    ``policy`` is a chunk policy, or with one env any ``EpisodePolicy`` (e.g. a residual on
+    its base, :class:`robotrl.algos.residual_policy.ResidualPolicy`).
+
     With one env and a guarded env (``safety`` monitor/reflex), its counters (reflex steps,
     violations) are added into ``safety_counts``."""
     if num_envs > 1:
@@ -104,7 +107,7 @@ def rollout_policy(
     try:
         return evaluate(
             env,
-            SingleEnvPolicy(policy, execute_horizon),
+            as_episode_policy(policy, execute_horizon),
             episodes,
             seed=seed,
             progress=progress,
@@ -144,7 +147,7 @@ def record_videos(
             frames: list[Any] = []
             res = evaluate(
                 env,
-                SingleEnvPolicy(policy, execute_horizon),
+                as_episode_policy(policy, execute_horizon),
                 1,
                 seed=seed + i,
                 progress=False,

@@ -11,14 +11,20 @@ import sim
 from policies.checkpoint import load_policy
 from policies.registry import set_noise_scale
 from robotrl.algos.hil import DeviceIntervener, ScriptedHuman
-from robotrl.algos.residual import ResidualAgent, ResidualConfig, StateFeaturizer, save_agent
+from robotrl.algos.residual import ResidualConfig, StateFeaturizer, save_agent
+from robotrl.algos.residual_policy import ResidualPolicy
 from robotrl.algos.residual_training import TrainConfig, demo_buffer, train_residual
 from robotrl.datasets import EpisodeStore, compute_stats
 from robotrl.metrics import MetricsLogger, log_episodes
-from robotrl.policy_env import check_one_robot, env_kwargs, safety_env_kwargs, with_backend
+from robotrl.policy_env import (
+    check_one_robot,
+    env_kwargs,
+    record_videos,
+    safety_env_kwargs,
+    with_backend,
+)
 from robotrl.run import make_run_dir, save_config
 from robotrl.train_rl_roles import act, learn, plot_learning_curves, split
-from robotrl.video import write_mp4
 
 
 def _human(cfg: DictConfig, task: str, make_env: Any) -> Any:
@@ -51,34 +57,6 @@ def _ray_envs(cfg: DictConfig, make_env: Any) -> Any:
     return RayVectorEnv(
         make_env, workers, cfg.num_envs // workers, address=cfg.ray.get("address") or None
     )
-
-
-def _video(
-    agent: ResidualAgent,
-    base: Any,
-    feat: StateFeaturizer,
-    task: str,
-    kw: dict,
-    run_dir: Any,
-    seed: int,
-    te: int,
-) -> list[str]:
-    from robotrl.chunk_runner import ChunkRunner
-
-    env = sim.make(task, **{**kw, "image_size": (240, 320)})
-    runner = ChunkRunner(base, 1, te)
-    obs, _ = env.reset(seed=seed)
-    frames, done, success = [env.render_camera("front")], False, False
-    while not done:
-        batch = {k: np.asarray(v)[None] for k, v in obs.items()}
-        a, _ = agent.act(feat(batch), runner.act(batch), explore=False)
-        obs, _, term, trunc, info = env.step(a[0])
-        frames.append(env.render_camera("front"))
-        success |= bool(info.get("success"))
-        done = term or trunc
-    env.close()
-    tag = "success" if success else "failure"
-    return [str(write_mp4(frames, run_dir / f"residual_{tag}.mp4", env.control_hz))]
 
 
 def _online_risk(cfg: DictConfig) -> Any:
@@ -225,8 +203,17 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
     plot = plot_learning_curves(logger, run_dir)
     episodes_plot = log_episodes(result.episodes, run_dir)
     videos = (
-        _video(result.agent, base, featurizer, task, kw, run_dir, 100_000, te)
-        if cfg.videos and backend != "ros2"  # a robot is not rendered
+        record_videos(
+            ResidualPolicy(result.agent, base, featurizer, te),
+            task,
+            kw,
+            run_dir,
+            count=int(cfg.videos),
+            seed=100_000,
+            execute_horizon=te,
+            prefix="residual",
+        )
+        if backend != "ros2"  # a robot is not rendered
         else []
     )
     first, last = result.evaluations[0], result.evaluations[-1]

@@ -25,9 +25,10 @@ import torch
 from tqdm.auto import tqdm
 
 from robotrl.algos.residual import ResidualAgent, ResidualConfig, StateFeaturizer
+from robotrl.algos.residual_policy import ResidualPolicy
 from robotrl.algos.residual_rollout import Intervener, ResidualRollout, ResidualTransition
-from robotrl.chunk_runner import ChunkRunner
 from robotrl.datasets import EpisodeStore, MixedReplay, ReplayBuffer
+from robotrl.evaluation import evaluate
 from robotrl.metrics import MetricsLogger
 
 
@@ -149,30 +150,23 @@ def evaluate_residual(
 ) -> dict[str, float]:
     """Deterministic residual on top of the base: success rate and mean length."""
     env = make_env()
-    runner = ChunkRunner(base, 1, execute_horizon)
-    successes, lengths, residuals = [], [], []
+    policy = ResidualPolicy(agent, base, featurizer, execute_horizon)
+    residuals: list[np.ndarray] = []
     try:
-        for ep in range(episodes):
-            obs, _ = env.reset(seed=seed + ep)
-            runner.reset()
-            done, t, success = False, 0, False
-            while not done:
-                batch = {k: np.asarray(v)[None] for k, v in obs.items()}
-                a_b = runner.act(batch)
-                a, res = agent.act(featurizer(batch), a_b, explore=False)
-                residuals.append(res[0])
-                obs, _, terminated, truncated, info = env.step(a[0])
-                success |= bool(info.get("success"))
-                done = terminated or truncated
-                t += 1
-            successes.append(success)
-            lengths.append(t)
+        res = evaluate(
+            env,
+            policy,
+            episodes,
+            seed=seed,
+            progress=False,
+            on_step=lambda _env: residuals.append(policy.last_residual),
+        )
     finally:
         env.close()
     res_mean = np.mean(residuals, axis=0)
     out = {
-        "success_rate": float(np.mean(successes)),
-        "mean_length": float(np.mean(lengths)),
+        "success_rate": res.success_rate,
+        "mean_length": res.mean_length,
         "residual_abs_mean": float(np.mean(np.abs(residuals))),
     }
     out.update({f"residual_mean_{j}": float(v) for j, v in enumerate(res_mean)})

@@ -1,0 +1,93 @@
+"""A trained residual on its frozen base as one policy: what ``robotrl eval`` rolls out for a
+``robotrl train-rl`` checkpoint, and what the training run records its videos with.
+
+The executed action is ``clip(a_b + a_r(s, a_b), -1, 1)`` with the base's chunk queue giving
+``a_b`` (Da,) and the deterministic residual (no exploration noise) giving ``a_r``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from robotrl.algos.residual import ResidualAgent, StateFeaturizer, load_agent
+from robotrl.chunk_runner import ChunkRunner
+
+
+class ResidualPolicy:
+    """One env's ``EpisodePolicy`` (``reset()``, ``__call__(obs) -> (Da,)``): base + residual.
+
+    Args:
+        agent: the trained residual. base: the frozen chunk policy it was trained on.
+        featurizer: the agent's state features. execute_horizon: actions run per base chunk.
+    """
+
+    def __init__(
+        self,
+        agent: ResidualAgent,
+        base: Any,
+        featurizer: StateFeaturizer,
+        execute_horizon: int,
+    ) -> None:
+        self.agent, self.base, self.featurizer = agent, base, featurizer
+        self.runner = ChunkRunner(base, 1, execute_horizon)
+        self.last_residual = np.zeros(agent.act_dim, np.float32)
+
+    def reset(self) -> None:
+        self.runner.reset()
+
+    def __call__(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
+        batch = {k: np.asarray(v)[None] for k, v in obs.items()}
+        a, res = self.agent.act(self.featurizer(batch), self.runner.act(batch), explore=False)
+        self.last_residual = res[0]
+        return a[0]
+
+
+def is_residual_checkpoint(directory: str | os.PathLike[str]) -> bool:
+    """True when ``directory`` holds a ``robotrl train-rl algo=residual`` checkpoint."""
+    path = Path(directory) / "config.yaml"
+    try:
+        doc = yaml.safe_load(path.read_text()) if path.is_file() else None
+    except yaml.YAMLError:
+        return False
+    return isinstance(doc, dict) and doc.get("agent") == "residual"
+
+
+def load_residual_policy(
+    directory: str | os.PathLike[str], base_checkpoint: str | None = None
+) -> tuple[ResidualPolicy, dict[str, Any]]:
+    """The residual checkpoint at ``directory`` on its base; returns ``(policy, base meta)``.
+
+    Args:
+        base_checkpoint: the base's checkpoint (None: the path the training run recorded;
+            give it when the base has moved since).
+    """
+    from policies.checkpoint import CheckpointError, load_policy
+
+    agent, meta = load_agent(directory)
+    base_dir = base_checkpoint or meta.get("base_checkpoint")
+    if not base_dir:
+        raise CheckpointError(f"{directory} names no base checkpoint: give base_checkpoint")
+    try:
+        base, base_meta = load_policy(base_dir)
+    except CheckpointError as exc:
+        raise CheckpointError(
+            f"the residual at {directory} needs its base {base_dir}: {exc} "
+            "(moved? give base_checkpoint=...)"
+        ) from exc
+    missing = [k for k in ("obs_keys", "featurizer", "execute_horizon") if k not in meta]
+    if missing:
+        raise CheckpointError(f"{directory}: the residual's metadata lacks {missing}")
+    featurizer = StateFeaturizer(meta["obs_keys"], meta["featurizer"])
+    if featurizer.dim != agent.obs_dim:
+        raise CheckpointError(
+            f"{directory}: {featurizer.dim} features from obs_keys, the agent reads {agent.obs_dim}"
+        )
+    base_meta = {**base_meta, "task": meta.get("task", base_meta.get("task"))}
+    te = int(meta["execute_horizon"])
+    return ResidualPolicy(agent, base, featurizer, te), {**base_meta, "execute_horizon": te}
