@@ -73,6 +73,46 @@ def test_actor_climbs_the_critic_and_targets_track():
     assert max(moved) > 0
 
 
+@pytest.mark.parametrize("base_input", [True, False])
+def test_base_input_decides_whether_the_residual_follows_the_base_action(base_input):
+    agent = _agent(scale=0.5, base_input=base_input)
+    with torch.no_grad():
+        agent.actor[-1].weight.normal_(0, 1.0)
+    rng = np.random.default_rng(0)
+    obs = torch.from_numpy(rng.normal(size=(32, 4)).astype(np.float32))
+    b1, b2 = (torch.from_numpy(rng.uniform(-1, 1, (32, 2)).astype(np.float32)) for _ in "ab")
+    diff = (agent.residual(obs, b1) - agent.residual(obs, b2)).abs().max().item()
+    assert (diff > 1e-3) if base_input else (diff == 0.0)
+
+
+class _LinearHeads(torch.nn.Module):
+    """Critic heads ``Q_e(s, a) = w_e * a_0``: they agree at a_0 = 0 and disagree off it."""
+
+    def __init__(self, w):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.tensor(w))
+
+    def forward(self, obs, action):
+        return self.w[:, None] * action[None, :, 0]
+
+
+@pytest.mark.parametrize("pessimism", [0.0, 2.0])
+def test_pessimism_holds_the_residual_where_the_heads_disagree(pessimism):
+    agent = _agent(actor_lr=1e-2, scale=0.5, residual_l2=0.0, pessimism=pessimism)
+    agent.critic = _LinearHeads([0.2, 1.8, -0.4, 2.4])  # mean slope 1.0, std 1.3
+    agent.critic_target = _LinearHeads([0.2, 1.8, -0.4, 2.4])
+    batch = _batch(np.random.default_rng(0), b=128)
+    batch["obs"]["base_action"][:] = 0.0
+    for _ in range(300):
+        agent.update(batch, update_actor=True)
+    obs = torch.from_numpy(batch["obs"]["features"])
+    res = agent.residual(obs, torch.zeros(128, 2)).detach().numpy()[:, 0]
+    if pessimism == 0.0:  # the mean climbs to the bound
+        assert res.mean() > 0.45
+    else:  # mean - 2 std = a_0 (1.0) - 2.6 |a_0|: best at a_0 = 0
+        assert np.abs(res).mean() < 0.05
+
+
 @pytest.mark.parametrize("key", ["human", "demo"])
 def test_actor_imitates_human_or_demo_actions_only_on_those_transitions(key):
     weights = {"intervention_bc": float(key == "human"), "demo_bc": float(key == "demo")}

@@ -78,6 +78,12 @@ class ResidualConfig:
             the critic has no consistent gradient, and jammed the peg: 0 % through 20 000 env
             steps. Restricting it to translation (``[0, 1, 2]``) removes the rotation drift
             (x still drifted: README).
+        pessimism: the actor climbs ``mean_e Q_e - pessimism * std_e Q_e`` (a lower confidence
+            bound over the ensemble) instead of the mean: where the heads disagree, i.e. where
+            the critic extrapolates beyond its data, the residual is held back (0: off).
+        base_input: the actor reads the base action ``a_b`` next to the state (ResFiT). With
+            False it reads the state only, so it cannot follow the base's sampling noise: an
+            imitation target ``a_d - a_b`` then teaches it the mean correction at a state.
     """
 
     scale: float = 0.1
@@ -106,6 +112,8 @@ class ResidualConfig:
     smoothness: float = 0.0
     smoothness_std: float = 0.1
     dims: list[int] | None = None
+    pessimism: float = 0.0
+    base_input: bool = True
 
 
 class StateFeaturizer:
@@ -179,6 +187,8 @@ class ResidualAgent(nn.Module):
     def residual(self, obs: torch.Tensor, base: torch.Tensor, target: bool = False) -> torch.Tensor:
         """(B, A) residual ``scale * tanh(f(obs, base))``, 0 outside ``cfg.dims``."""
         net = self.actor_target if target else self.actor
+        if not self.cfg.base_input:
+            base = torch.zeros_like(base)
         return self.cfg.scale * torch.tanh(net(torch.cat([obs, base], dim=-1))) * self.mask
 
     @torch.no_grad()
@@ -238,7 +248,10 @@ class ResidualAgent(nn.Module):
         if update_actor:
             res = self.residual(obs, base)
             a = (base + res).clamp(-1.0, 1.0)
-            actor_loss = -self.critic(obs, a).mean()
+            q_actor = self.critic(obs, a)  # (E, B)
+            actor_loss = -q_actor.mean()
+            if cfg.pessimism > 0:  # lower confidence bound: avoid where the heads disagree
+                actor_loss = actor_loss + cfg.pessimism * q_actor.std(dim=0).mean()
             if cfg.residual_l2 > 0:
                 actor_loss = actor_loss + cfg.residual_l2 * (res**2).sum(-1).mean()
             if cfg.smoothness > 0:
