@@ -5,6 +5,7 @@ Usage: python bench/reflex_violations.py [task=peg_insert] [episodes=100] [criti
        [task_keys=hole_pos,peg_pos] [policies=careless,random,adversarial,expert]
        [train_force_limit=30] [soft=0.01] [slow_min=0.25] [soften=contact|always]
        [slowing=cap|scale] [brake_time=0.02] [stiffness_scale=0.25] [gamma_safe=0.8]
+       [grasp_release_z=0.08|none]
        [seed=500000] [out=outputs/reflex]
 
 Without ``critic`` a risk critic is pre-trained first (:func:`pretrain_critic`, seeds 0..;
@@ -14,7 +15,8 @@ ones of :mod:`sim.risky_policy`) runs ``episodes`` episodes on held-out seeds (f
 with the same seeds and policy RNG: once ``safety=monitor`` (filter only) and once
 ``safety=reflex`` per threshold (eps_safe; default the critic's); ``soft`` adds the slowing
 zone below it (eps_soft, :mod:`controllers.reflex`), ``soften=always`` lowers the stiffness
-whenever the reflex slows or recovers.
+whenever the reflex slows or recovers; ``grasp_release_z`` [m] keeps a held object gripped
+above that TCP height (:mod:`controllers.grasp_hold`; default the task's, ``none``: off).
 Reported per policy and mode: force-limit violations (control steps in which any physics tick
 saw |F_ext| > limit) per 100 episodes, episodes with any force violation, all-constraint
 violation steps, success rate, peak force, reflex interventions; and the reduction ratio.
@@ -43,6 +45,7 @@ def run(
     env = sim.make(task, safety=mode, safety_kwargs=safety_kwargs)
     rng = np.random.default_rng(1)
     force_steps, force_eps, viol_steps, succ, fmax, reflex_steps = 0, 0, 0, 0, [], 0
+    grasp_holds = 0
     start = time.perf_counter()
     steps = 0
     for ep in range(episodes):
@@ -56,6 +59,7 @@ def run(
             hit |= s["violation_force"]
             viol_steps += s["cost"]
             reflex_steps += int(s["reflex"])
+            grasp_holds += int(s.get("grasp_hold", False))
             peak = max(peak, s["force_max"])
             success |= info["success"]
             done = term or trunc
@@ -72,6 +76,7 @@ def run(
         "peak_force_median_N": round(float(np.median(fmax)), 1),
         "peak_force_max_N": round(float(np.max(fmax)), 1),
         "reflex_steps_per_episode": round(reflex_steps / episodes, 2),
+        "grasp_holds_per_episode": round(grasp_holds / episodes, 2),
         "env_steps_per_s": round(steps / (time.perf_counter() - start), 1),
     }
 
@@ -115,6 +120,7 @@ def main(argv: list[str]) -> dict:
         ("slow_min", float),
         ("brake_time", float),
         ("stiffness_scale", float),
+        ("grasp_release_z", lambda v: None if v == "none" else float(v)),
     ):
         if key in args:
             kw[key] = cast(args[key])

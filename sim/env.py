@@ -284,6 +284,14 @@ class PandaEnv(gym.Env):
             k = self._nominal_stiffness * rng.uniform(1 - r.gains, 1 + r.gains)
             self.controller.set_stiffness(k)
 
+    def set_gripper(self, command: float) -> None:
+        """Gripper servo target for ``command`` in [-1 open, +1 closed]."""
+        self.data.ctrl[self._gripper_act] = 0.5 * (1.0 - command) * panda.FINGER_TRAVEL
+
+    def gripper_command(self) -> float:
+        """The gripper command [-1, 1] the servo currently follows."""
+        return 1.0 - 2.0 * float(self.data.ctrl[self._gripper_act]) / panda.FINGER_TRAVEL
+
     def step(
         self, action: np.ndarray
     ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
@@ -303,8 +311,7 @@ class PandaEnv(gym.Env):
         pos, rot = self.safety.filter_target(pos, rot, s.ee_pos, s.ee_rot)
         self._target_rot[:] = rot  # held if the next action is NaN
         self.controller.set_target(pos, rot)
-        grip = a[6] if finite else 0.0
-        self.data.ctrl[self._gripper_act] = 0.5 * (1.0 - grip) * panda.FINGER_TRAVEL
+        self.set_gripper(a[6] if finite else 0.0)
         flags = dict(self.safety.last_flags)
 
         if self.guard is not None:

@@ -85,6 +85,29 @@ def test_base_input_decides_whether_the_residual_follows_the_base_action(base_in
     assert (diff > 1e-3) if base_input else (diff == 0.0)
 
 
+def _off_data_gap(agent, batch):
+    """Mean Q(s, a_data + 0.3 box noise) - Q(s, a_data) over heads and batch."""
+    obs = torch.from_numpy(batch["obs"]["features"])
+    act = torch.from_numpy(batch["action"])
+    off = (act + 0.3 * (2 * torch.rand(act.shape) - 1)).clamp(-1, 1)
+    with torch.no_grad():
+        return (agent.critic(obs, off) - agent.critic(obs, act)).mean().item()
+
+
+def test_cql_makes_the_critic_conservative_away_from_the_data_actions():
+    gaps = {}
+    for cql in (0.0, 2.0):
+        torch.manual_seed(0)
+        agent = _agent(critic_lr=1e-3, scale=0.3, cql=cql, cql_samples=8)
+        batch = _batch(np.random.default_rng(0), b=128, reward=0.5, discount=0.0)
+        batch["action"] = batch["obs"]["base_action"].copy()  # data: the base's actions
+        for _ in range(300):
+            logs = agent.update(batch, update_actor=False)
+        assert abs(logs["q_mean"] - 0.5) < 0.15 and ("cql_gap" in logs) == (cql > 0)
+        gaps[cql] = _off_data_gap(agent, batch)
+    assert abs(gaps[0.0]) < 0.02 and gaps[2.0] < -0.06
+
+
 class _LinearHeads(torch.nn.Module):
     """Critic heads ``Q_e(s, a) = w_e * a_0``: they agree at a_0 = 0 and disagree off it."""
 

@@ -141,3 +141,32 @@ def test_slowing_zone_slows_the_descent_before_the_recovery(critic_path) -> None
     assert slowed and all(abs(a[0]) < 1e-9 and a[6] == 1.0 for a in slowed)
     assert env.data.site_xpos[env.guard._tcp][2] > 0.12
     env.close()
+
+
+LOOSEN = np.array([0.0, 0.0, 0.3, 0.0, 0.0, 0.0, 0.0], np.float32)  # up, gripper half open
+
+
+@pytest.mark.parametrize("release", ["task", None])
+def test_the_reflex_keeps_the_peg_in_hand_above_the_release_height(critic_path, release) -> None:
+    kw = {"critic": critic_path, "grasp_release_z": release}
+    env = sim.make("peg_insert", safety="reflex", safety_kwargs=kw)
+    obs, _ = env.reset(seed=0)
+    drop0 = float((obs["state/peg_pos"] - obs["state/ee_pos"])[2])
+    infos = [env.step(LOOSEN) for _ in range(10)]
+    obs = infos[-1][0]
+    slid = drop0 - float((obs["state/peg_pos"] - obs["state/ee_pos"])[2])  # [m] down the hand
+    holds = sum(i[4]["safety"]["grasp_hold"] for i in infos)
+    if release == "task":  # peg_insert's 0.08 m
+        assert env.guard.grasp.release_z == 0.08 and holds == 10
+        assert env.guard.counts["grasp_holds"] == 10 and abs(slid) < 1e-3
+    else:
+        assert env.guard.grasp is None and holds == 0 and slid > 0.01
+    env.close()
+
+
+def test_grasp_hold_needs_the_reflex() -> None:
+    with pytest.raises(ValueError, match="needs safety='reflex'"):
+        sim.make("peg_insert", safety="monitor", safety_kwargs={"grasp_release_z": 0.1})
+    env = sim.make("peg_insert", safety="monitor")  # the task default applies to the reflex only
+    assert env.guard.grasp is None
+    env.close()

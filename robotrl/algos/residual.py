@@ -84,6 +84,12 @@ class ResidualConfig:
         base_input: the actor reads the base action ``a_b`` next to the state (ResFiT). With
             False it reads the state only, so it cannot follow the base's sampling noise: an
             imitation target ``a_d - a_b`` then teaches it the mean correction at a state.
+        cql, cql_samples: weight of a CQL(H) term in the critic loss (Kumar et al. 2020; Cal-QL
+            / ConRFT use it to fine-tune from demos): push Q down at ``cql_samples`` uniform
+            actions in the residual's box and the policy's action, up at the data's action.
+            With one action per demo state, the critic's slope across actions otherwise follows
+            whatever correlates with progress (on peg_insert: faster descent, x drift) and
+            the actor climbs it (0: off).
     """
 
     scale: float = 0.1
@@ -114,6 +120,8 @@ class ResidualConfig:
     dims: list[int] | None = None
     pessimism: float = 0.0
     base_input: bool = True
+    cql: float = 0.0
+    cql_samples: int = 10
 
 
 class StateFeaturizer:
@@ -236,12 +244,17 @@ class ResidualAgent(nn.Module):
             y = reward + discount * q_next[heads].min(dim=0).values
         q = self.critic(obs, action)
         critic_loss = ((q - y[None]) ** 2).mean(dim=1).sum() / cfg.ensemble
+        if cfg.cql > 0:
+            gap = self._cql_gap(obs, base, q)
+            critic_loss = critic_loss + cfg.cql * gap
         self.critic_opt.zero_grad(set_to_none=True)
         critic_loss.backward()
         nn.utils.clip_grad_norm_(self.critic.parameters(), cfg.grad_clip)
         self.critic_opt.step()
         self.updates += 1
         logs = {"critic_loss": critic_loss.item(), "q_mean": q.mean().item()}
+        if cfg.cql > 0:
+            logs["cql_gap"] = gap.item()
 
         if update_actor is None:
             update_actor = self.updates % cfg.actor_delay == 0
@@ -281,6 +294,19 @@ class ResidualAgent(nn.Module):
             self._soft_update(self.actor_target, self.actor)
         self._soft_update(self.critic_target, self.critic)
         return logs
+
+    def _cql_gap(self, obs: torch.Tensor, base: torch.Tensor, q_data: torch.Tensor) -> torch.Tensor:
+        """CQL(H) term: ``logsumexp_j Q(s, a_j) - Q(s, a_data)`` averaged over batch and heads,
+        with ``a_j`` the policy's action and ``cql_samples`` uniform draws from the residual's
+        box around the base action (the actions the actor can reach)."""
+        cfg, n = self.cfg, self.cfg.cql_samples
+        with torch.no_grad():
+            u = (torch.rand(n, *base.shape) * 2.0 - 1.0) * cfg.scale * self.mask
+            a_pi = (base + self.residual(obs, base)).clamp(-1.0, 1.0)
+            samples = torch.cat([(base[None] + u).clamp(-1.0, 1.0), a_pi[None]])  # (n+1, B, A)
+        q_s = self.critic(obs.repeat(n + 1, 1), samples.reshape(-1, base.shape[-1]))
+        q_s = q_s.reshape(cfg.ensemble, n + 1, -1)  # (E, n+1, B)
+        return (torch.logsumexp(q_s, dim=1) - q_data).mean()
 
     @torch.no_grad()
     def _soft_update(self, target: nn.Module, source: nn.Module) -> None:
