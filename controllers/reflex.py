@@ -81,6 +81,7 @@ class RiskMLP:
         self.threshold = float(weights.get("threshold", THRESHOLD))
         soft = float(weights.get("soft_threshold", 0.0))
         self.soft_threshold = soft if 0.0 < soft < self.threshold else None  # 0: no soft zone
+        self.slow_min = float(weights.get("slow_min", SLOW_MIN))
         self.w = [[np.array(weights[f"{h}.w{i}"], dtype=float) for i in range(n_layers)]
                   for h in ("q1", "q2")]  # fmt: skip
         self.b = [[np.array(weights[f"{h}.b{i}"], dtype=float) for i in range(n_layers)]
@@ -185,7 +186,8 @@ class Reflex:
         brake_time: see the brake candidate [s].
         soft_threshold: eps_soft < eps_safe, start of the slowing zone; default the critic's
             exported one (none: no slowing, the reflex is all-or-nothing).
-        slow_min: the slowing limit at eps_safe (1 at eps_soft, linear in the risk between).
+        slow_min: the slowing limit at eps_safe (1 at eps_soft, linear in the risk between;
+            default: the export's, else SLOW_MIN).
         slowing: ``"cap"``: the limit caps the command's largest translation component (action
             units; slower commands pass unchanged: a speed limit near risk) or ``"scale"``:
             the command's motion is multiplied by the limit.
@@ -203,7 +205,7 @@ class Reflex:
         action_scale: float = ACTION_SCALE,
         brake_time: float = BRAKE_TIME,
         soft_threshold: float | None = None,
-        slow_min: float = SLOW_MIN,
+        slow_min: float | None = None,
         soften: str = "contact",
         slowing: str = "cap",
     ) -> None:
@@ -233,6 +235,7 @@ class Reflex:
         self._brake_gain = -float(brake_time) / float(action_scale)
         self.slow_fraction = float(slow_fraction)
         soft = critic.soft_threshold if soft_threshold is None else float(soft_threshold)
+        slow_min = critic.slow_min if slow_min is None else float(slow_min)
         if soft is not None and not (0.0 < soft < self.threshold and 0.0 <= slow_min <= 1.0):
             raise ReflexError(
                 "expected 0 < soft_threshold < threshold and 0 <= slow_min <= 1, got "

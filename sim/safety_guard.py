@@ -39,7 +39,6 @@ from controllers.reflex import (
     CONTACT_FORCE,
     PASS,
     RECOVER,
-    SLOW_MIN,
     Reflex,
     RiskMLP,
 )
@@ -74,7 +73,7 @@ class SafetyGuard:
         task_keys: task observation keys appended to the features (e.g. ``("hole_pos",)``).
         recovery: how the reflex picks its recovery action (:data:`controllers.reflex.RECOVERIES`).
         soft_threshold: eps_soft of the slowing zone (default: the export's; none: no zone).
-        slow_min: motion scale at eps_safe in the slowing zone.
+        slow_min: motion scale at eps_safe in the slowing zone (default: the export's).
         soften: when the stiffness drops (:data:`controllers.reflex.SOFTEN`).
         slowing: how the slowing zone slows (:data:`controllers.reflex.SLOWING`).
         brake_time: the brake target lies this far [s] behind the TCP's motion.
@@ -95,7 +94,7 @@ class SafetyGuard:
         task_keys: Sequence[str] = (),
         recovery: str = "hold",
         soft_threshold: float | None = None,
-        slow_min: float = SLOW_MIN,
+        slow_min: float | None = None,
         soften: str = "contact",
         slowing: str = "cap",
         brake_time: float = BRAKE_TIME,

@@ -179,3 +179,23 @@ def test_soft_threshold_comes_from_the_export_and_is_checked() -> None:
         Reflex(RiskMLP(w), soft_threshold=0.5)  # not below eps_safe 0.3
     with pytest.raises(ReflexError, match="slowing"):
         Reflex(RiskMLP(w), slowing="fast")
+
+
+def test_slow_min_comes_from_the_export_unless_given(tmp_path) -> None:
+    from controllers.reflex import SLOW_MIN
+    from robotrl.algos.safety_critic import SafetyCritic, SafetyCriticConfig
+
+    w = pushing_down_low_critic()
+    w["soft_threshold"] = np.array(0.1)
+    assert Reflex(RiskMLP(w)).slow_min == SLOW_MIN  # an export without one: the default
+    w["slow_min"] = np.array(0.1)
+    assert Reflex(RiskMLP(w)).slow_min == 0.1 and Reflex(RiskMLP(w), slow_min=0.5).slow_min == 0.5
+    w["slow_min"] = np.array(1.5)
+    with pytest.raises(ReflexError, match="slow_min"):
+        Reflex(RiskMLP(w))
+    cfg = SafetyCriticConfig(threshold=0.05, soft_threshold=0.01, slow_min=0.1)
+    path = SafetyCritic(OBS, 7, cfg, feature_names=["ee_pos", "ee_vel", "force", "gripper"]).export(
+        tmp_path / "c.npz"
+    )
+    assert RiskMLP.from_file(path).slow_min == 0.1
+    assert SafetyCritic.from_export(path).cfg.slow_min == 0.1

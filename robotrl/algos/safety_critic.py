@@ -33,6 +33,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from controllers.reflex import SLOW_MIN
 from robotrl.datasets.replay_buffer import ReplayBuffer
 
 EXPORT_VERSION = 1
@@ -51,6 +52,7 @@ class SafetyCriticConfig:
         threshold: eps_safe, the risk above which the reflex intervenes (exported with it).
         soft_threshold: eps_soft < eps_safe, above which the reflex slows the command in
             proportion to the risk (exported; 0: no slowing zone).
+        slow_min: the slowing zone's speed limit at eps_safe [action units] (exported).
     """
 
     hidden: int = 64
@@ -62,6 +64,7 @@ class SafetyCriticConfig:
     grad_clip: float = 1.0
     threshold: float = 0.3
     soft_threshold: float = 0.0
+    slow_min: float = SLOW_MIN
 
 
 def _mlp(in_dim: int, hidden: int, layers: int) -> nn.Sequential:
@@ -186,6 +189,7 @@ class SafetyCritic:
             "std": self.net.std.numpy().astype(np.float64),
             "threshold": np.array(self.cfg.threshold),
             "soft_threshold": np.array(self.cfg.soft_threshold),
+            "slow_min": np.array(self.cfg.slow_min),
             "version": np.array(EXPORT_VERSION),
             "act_dim": np.array(self.act_dim),
             "feature_names": np.array(self.feature_names, dtype=str),
@@ -225,6 +229,7 @@ class SafetyCritic:
                 "layers": layers,
                 "threshold": float(w["threshold"]),
                 "soft_threshold": float(w.get("soft_threshold", 0.0)),
+                "slow_min": float(w.get("slow_min", SLOW_MIN)),
             }
         )
         critic = cls(obs_dim, act_dim, cfg, feature_names=[str(x) for x in w["feature_names"]])
