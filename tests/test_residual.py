@@ -166,6 +166,28 @@ def test_actor_imitates_human_or_demo_actions_only_on_those_transitions(key):
     assert np.abs(res - wanted)[human == 1].mean() > 0.1
 
 
+@pytest.mark.parametrize("variance", [0.0, 10.0])
+def test_variance_keeps_the_constant_part_of_a_noisy_correction(variance):
+    agent = _agent(actor_lr=3e-3, scale=0.5, residual_l2=0.0, demo_bc=1.0, variance=variance)
+    agent.critic = _LinearHeads([0.0, 0.0, 0.0, 0.0])  # no gradient from the critic
+    agent.critic_target = _LinearHeads([0.0, 0.0, 0.0, 0.0])
+    rng = np.random.default_rng(0)
+    batch = _batch(rng, b=128)
+    batch["obs"]["demo"] = np.ones(128, np.float32)
+    correction = np.array([0.2, -0.1], np.float32) + rng.normal(0, 0.1, (128, 2))  # + state noise
+    batch["obs"]["base_action"] = np.clip(batch["obs"]["base_action"], -0.5, 0.5)
+    batch["action"] = np.clip(batch["obs"]["base_action"] + correction, -1, 1).astype(np.float32)
+    for _ in range(400):
+        logs = agent.update(batch, update_actor=True)
+    obs = torch.from_numpy(batch["obs"]["features"])
+    res = agent.residual(obs, torch.from_numpy(batch["obs"]["base_action"])).detach().numpy()
+    np.testing.assert_allclose(res.mean(0), [0.2, -0.1], atol=0.03)  # the mean either way
+    if variance:
+        assert res.std(0).max() < 0.02 and logs["residual_variance"] < 1e-3
+    else:  # fits the state-dependent part of the target
+        assert res.std(0).min() > 0.05 and "residual_variance" not in logs
+
+
 def test_featurizer_standardises_in_order():
     stats = {
         "state/a": {"mean": np.array([1.0]), "std": np.array([2.0])},
