@@ -107,6 +107,11 @@ DATASET_ACTIONS: dict[str, tuple[str, Command, str]] = {
     "repair": ("dataset", _dataset("repair"), "remove what an interrupted commit left"),
     "import": ("dataset", _dataset("import"), "episodes from ROS 2 bags or a LeRobot dataset"),
     "export": ("dataset", _dataset("export"), "write a LeRobotDataset v3 (format=lerobot)"),
+    "bias": (
+        "dataset",
+        _dataset("bias"),
+        "a copy with a constant bias on every action (out=, bias=)",
+    ),
 }
 BENCHMARKS: dict[str, tuple[str, Command, str]] = {
     "sim": ("bench_sim", _bench_sim, "env steps/s (1 and N envs) vs raw mj_step"),

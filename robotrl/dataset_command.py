@@ -112,6 +112,27 @@ def _import_lerobot(cfg: DictConfig, inputs: list[str]) -> dict[str, Any]:
         }
 
 
+def dataset_bias(cfg: DictConfig) -> dict[str, Any]:
+    """A copy of the store with a constant bias on every action (systematically-off demos)."""
+    from robotrl.datasets.action_bias import copy_with_action_bias
+
+    if not cfg.out:
+        raise ValueError("give the output store: out=...")
+    if cfg.bias is None:
+        raise ValueError("give the action bias: bias=[dx,dy,dz,drx,dry,drz,grip] (action units)")
+    bias = [float(v) for v in OmegaConf.to_object(cfg.bias)]  # type: ignore[union-attr]
+    with copy_with_action_bias(cfg.path, cfg.out, bias) as store:
+        n, t = store.num_episodes, store.num_steps
+    return {
+        "command": "dataset bias",
+        "path": str(cfg.path),
+        "out": str(cfg.out),
+        "bias": bias,
+        "episodes": n,
+        "steps": t,
+    }
+
+
 def dataset_export(cfg: DictConfig) -> dict[str, Any]:
     if cfg.format != "lerobot":
         raise ValueError(f"unknown export format {cfg.format!r}; available: ['lerobot']")

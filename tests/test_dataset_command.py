@@ -106,3 +106,16 @@ def test_export_then_import_lerobot_through_the_cli(tmp_path, capsys):
         main(["dataset", "import", f"path={back}", "from=lerobot", f"inputs=[{tmp_path / 'lr'}]"])
         == 2
     )  # refuses to overwrite
+
+
+def test_bias_writes_a_shifted_copy_and_needs_its_options(tmp_path, capsys):
+    src, dst = tmp_path / "d.zarr", tmp_path / "b.zarr"
+    _store(src)
+    assert main(["dataset", "bias", f"path={src}", f"out={dst}", "bias=[0,0.1,0,0,0,0,0]"]) == 0
+    out = _json(capsys)
+    assert (out["episodes"], out["steps"], out["bias"][1]) == (2, 7, 0.1)
+    with EpisodeStore.open(dst, mode="r") as store:
+        np.testing.assert_allclose(store.array("action")[:, 1], 0.1)
+        np.testing.assert_allclose(store.array("action")[:, 0], 0.0)
+    assert main(["dataset", "bias", f"path={src}", f"out={tmp_path / 'c.zarr'}"]) == 2
+    assert "give the action bias" in capsys.readouterr().err
