@@ -3,38 +3,17 @@
 import numpy as np
 import pytest
 from reflex_weights import pushing_down_low_critic
+from tiny_reach import reach_demos, tiny_checkpoint
 
 from robotrl.cli import compose
-from robotrl.collect_command import run_collect
 from robotrl.eval_command import run_eval
 from robotrl.policy_env import safety_env_kwargs
-from robotrl.train_bc_command import run_train_bc
 
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     root = tmp_path_factory.mktemp("eval")
-    store = root / "reach.zarr"
-    run_collect(
-        compose(
-            "collect", ["task=reach", "device=expert", "episodes=3", f"out={store}", "viewer=off"]
-        )
-    )
-    out = run_train_bc(
-        compose(
-            "train_bc",
-            [
-                f"dataset={store}",
-                "steps=10",
-                "batch_size=16",
-                "eval_episodes=0",
-                "hidden=32",
-                f"output_dir={root}",
-                "progress=false",
-            ],
-        )
-    )
-    return out["checkpoint"]
+    return tiny_checkpoint(root, reach_demos(root))
 
 
 def test_eval_with_reflex_reports_guard_counts(tmp_path, checkpoint):

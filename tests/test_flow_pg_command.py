@@ -2,40 +2,18 @@
 checkpoint (reloadable, with the RL K), metrics CSV, curves, videos, JSON fields."""
 
 import pytest
+from tiny_reach import reach_demos, tiny_checkpoint
 
 from policies.checkpoint import load_policy
 from robotrl.cli import compose, main
-from robotrl.collect_command import run_collect
 from robotrl.metrics import read_csv
-from robotrl.train_bc_command import run_train_bc
 from robotrl.train_rl_command import run_train_rl
 
 
 @pytest.fixture(scope="module")
 def reach_base(tmp_path_factory):
     root = tmp_path_factory.mktemp("flowrl")
-    store = root / "reach.zarr"
-    run_collect(
-        compose(
-            "collect", ["task=reach", "device=expert", "episodes=3", f"out={store}", "viewer=off"]
-        )
-    )
-    out = run_train_bc(
-        compose(
-            "train_bc",
-            [
-                f"dataset={store}",
-                "steps=10",
-                "batch_size=32",
-                "eval_episodes=0",
-                "hidden=32",
-                "num_steps=6",
-                f"output_dir={root}",
-                "progress=false",
-            ],
-        )
-    )
-    return out["checkpoint"]
+    return tiny_checkpoint(root, reach_demos(root), "batch_size=32", "num_steps=6")
 
 
 @pytest.mark.parametrize("algo", ["flow_sde", "grpo"])

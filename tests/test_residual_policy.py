@@ -6,6 +6,7 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from tiny_reach import reach_demos, tiny_checkpoint
 
 import sim
 from policies.checkpoint import CheckpointError
@@ -14,9 +15,7 @@ from robotrl.algos.residual import ResidualAgent, ResidualConfig, save_agent
 from robotrl.algos.residual_policy import is_residual_checkpoint, load_residual_policy
 from robotrl.chunk_runner import SingleEnvPolicy
 from robotrl.cli import compose
-from robotrl.collect_command import run_collect
 from robotrl.eval_command import run_eval
-from robotrl.train_bc_command import run_train_bc
 
 KEYS = ["state/ee_pos", "state/goal_pos"]
 
@@ -24,27 +23,7 @@ KEYS = ["state/ee_pos", "state/goal_pos"]
 @pytest.fixture(scope="module")
 def base(tmp_path_factory):
     root = tmp_path_factory.mktemp("residual_policy")
-    store = root / "reach.zarr"
-    run_collect(
-        compose(
-            "collect", ["task=reach", "device=expert", "episodes=3", f"out={store}", "viewer=off"]
-        )
-    )
-    out = run_train_bc(
-        compose(
-            "train_bc",
-            [
-                f"dataset={store}",
-                "steps=10",
-                "batch_size=16",
-                "eval_episodes=0",
-                "hidden=32",
-                f"output_dir={root}",
-                "progress=false",
-            ],
-        )
-    )
-    return out["checkpoint"]
+    return tiny_checkpoint(root, reach_demos(root))
 
 
 def _residual(directory, base_ckpt, offset=None):

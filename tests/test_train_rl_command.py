@@ -3,11 +3,10 @@
 import json
 
 import pytest
+from tiny_reach import reach_demos, tiny_checkpoint
 
 from robotrl.algos.residual import load_agent
 from robotrl.cli import compose, main
-from robotrl.collect_command import run_collect
-from robotrl.train_bc_command import run_train_bc
 from robotrl.train_rl_command import run_train_rl
 
 TINY = [
@@ -27,27 +26,8 @@ TINY = [
 @pytest.fixture(scope="module")
 def base_and_demos(tmp_path_factory):
     root = tmp_path_factory.mktemp("rl")
-    store = root / "reach.zarr"
-    run_collect(
-        compose(
-            "collect", ["task=reach", "device=expert", "episodes=4", f"out={store}", "viewer=off"]
-        )
-    )
-    out = run_train_bc(
-        compose(
-            "train_bc",
-            [
-                f"dataset={store}",
-                "steps=20",
-                "batch_size=32",
-                "eval_episodes=0",
-                "hidden=32",
-                f"output_dir={root}",
-                "progress=false",
-            ],
-        )
-    )
-    return out["checkpoint"], store
+    store = reach_demos(root, episodes=4)
+    return tiny_checkpoint(root, store, "steps=20", "batch_size=32"), store
 
 
 def test_residual_with_demos_and_scripted_human(tmp_path, base_and_demos):
