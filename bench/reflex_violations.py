@@ -5,7 +5,7 @@ Usage: python bench/reflex_violations.py [task=peg_insert] [episodes=100] [criti
        [task_keys=hole_pos,peg_pos] [policies=careless,random,adversarial,expert]
        [train_force_limit=30] [soft=0.01] [slow_min=0.25] [soften=contact|always]
        [slowing=cap|scale] [brake_time=0.02] [stiffness_scale=0.25] [gamma_safe=0.8]
-       [grasp_release_z=0.08|none]
+       [grasp_release_z=0.08|none] [slow_in_contact=true|false]
        [seed=500000] [out=outputs/reflex]
 
 Without ``critic`` a risk critic is pre-trained first (:func:`pretrain_critic`, seeds 0..;
@@ -121,6 +121,7 @@ def main(argv: list[str]) -> dict:
         ("brake_time", float),
         ("stiffness_scale", float),
         ("grasp_release_z", lambda v: None if v == "none" else float(v)),
+        ("slow_in_contact", lambda v: v.lower() in ("1", "true", "yes")),
     ):
         if key in args:
             kw[key] = cast(args[key])

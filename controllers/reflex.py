@@ -188,6 +188,9 @@ class Reflex:
             exported one (none: no slowing, the reflex is all-or-nothing).
         slow_min: the slowing limit at eps_safe (1 at eps_soft, linear in the risk between;
             default: the export's, else SLOW_MIN).
+        slow_in_contact: slow in contact too (False: the slowing zone acts on free-space
+            motion only and contact is left to the recovery above eps_safe; a learnt insertion
+            slowed in the chamfer jammed more, README).
         slowing: ``"cap"``: the limit caps the command's largest translation component (action
             units; slower commands pass unchanged: a speed limit near risk) or ``"scale"``:
             the command's motion is multiplied by the limit.
@@ -208,6 +211,7 @@ class Reflex:
         slow_min: float | None = None,
         soften: str = "contact",
         slowing: str = "cap",
+        slow_in_contact: bool = True,
     ) -> None:
         if slowing not in SLOWING:
             raise ReflexError(f"slowing must be one of {SLOWING}, got {slowing!r}")
@@ -243,6 +247,7 @@ class Reflex:
             )
         self.soft_threshold = soft
         self.slow_min = float(slow_min)
+        self.slow_in_contact = bool(slow_in_contact)
         self.level = PASS  # last decision: PASS, SLOW or RECOVER
         self.scale = 1.0  # motion scale of the last decision (SLOW: < 1)
         self.action = np.zeros(critic.act_dim)  # the action to execute after the last tick
@@ -304,7 +309,8 @@ class Reflex:
             self.level, self.scale = RECOVER, 0.0
             return True
         np.copyto(self.action, action)
-        self.scale = self._slowing_scale()
+        in_contact = f > CONTACT_FORCE
+        self.scale = 1.0 if in_contact and not self.slow_in_contact else self._slowing_scale()
         if self.scale < 1.0:
             np.multiply(self._action_motion, self.scale, out=self._action_motion)
             self.soften = self.soften_always or f > CONTACT_FORCE

@@ -77,6 +77,7 @@ class SafetyGuard:
         soften: when the stiffness drops (:data:`controllers.reflex.SOFTEN`).
         slowing: how the slowing zone slows (:data:`controllers.reflex.SLOWING`).
         brake_time: the brake target lies this far [s] behind the TCP's motion.
+        slow_in_contact: the slowing zone also acts in contact (False: free space only).
         grasp_release_z: with the reflex, a held object stays gripped while the TCP is above
             this height [m] (:class:`controllers.grasp_hold.GraspHold`); ``"task"``: the
             task's (:data:`GRASP_RELEASE_Z`, else off); None: off.
@@ -99,6 +100,7 @@ class SafetyGuard:
         slowing: str = "cap",
         brake_time: float = BRAKE_TIME,
         grasp_release_z: float | str | None = "task",
+        slow_in_contact: bool = True,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"safety mode must be one of {MODES}, got {mode!r}")
@@ -145,6 +147,7 @@ class SafetyGuard:
                 soften=soften,
                 slowing=slowing,
                 brake_time=brake_time,
+                slow_in_contact=slow_in_contact,
             )
             ticks = env.n_substeps * env.control_hz / reflex_hz
             if ticks < 1 or abs(ticks - round(ticks)) > 1e-6:

@@ -169,6 +169,28 @@ def test_slowing_zone_caps_fast_commands_in_proportion_to_the_risk() -> None:
     assert reflex.tick(_feat(0.05), down, np.zeros(3)) and reflex.level == 2
 
 
+@pytest.mark.parametrize("slow_in_contact", [True, False])
+def test_slowing_in_contact_is_optional(slow_in_contact) -> None:
+    reflex = Reflex(
+        RiskMLP(pushing_down_low_critic()),
+        threshold=0.9,
+        soft_threshold=0.1,
+        slow_min=0.2,
+        slow_in_contact=slow_in_contact,
+    )
+    down = np.array([0.2, 0.0, -1.0, 0.1, 0.0, 0.0, 1.0])
+    assert not reflex.tick(_feat(0.14), down, np.zeros(3))
+    assert reflex.level == 1  # free space: slowed either way
+    pressed = np.array([0.0, 0.0, 20.0])  # 20 N > CONTACT_FORCE
+    assert not reflex.tick(_feat(0.14), down, pressed)
+    if slow_in_contact:
+        assert reflex.level == 1 and reflex.scale < 1.0
+    else:  # contact is left to the recovery above eps_safe
+        assert reflex.level == 0 and reflex.scale == 1.0
+        np.testing.assert_array_equal(reflex.action, down)
+    assert reflex.tick(_feat(0.05), down, pressed) and reflex.level == 2  # recovery: both
+
+
 def test_soft_threshold_comes_from_the_export_and_is_checked() -> None:
     w = pushing_down_low_critic()
     w["soft_threshold"] = np.array(0.1)
