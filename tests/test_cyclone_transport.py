@@ -157,13 +157,26 @@ def test_roundtrip_across_processes(domain: int) -> None:
             done = threading.Event()
 
             def on_echo(msg: m.JointState) -> None:
+                if msg.name == ["warmup"]:
+                    warm.set()
+                    return
                 got.append(msg)
                 if len(got) == 20:
                     done.set()
 
+            warm = threading.Event()
             sub = tr.subscribe("/echo", m.JointState, on_echo)
             pub = tr.publisher("/ping", m.JointState)
             assert _wait(lambda: pub.matched_count() == 1 and sub.matched_count() == 1, 15.0)
+            # our side has matched both topics; the child's writer may not have discovered our
+            # reader yet (discovery is per side; a loaded CPU delays it): ping until an echo
+            # returns, then the 20 counted messages travel on fully matched endpoints
+            probe = m.JointState(header=m.Header(stamp=m.stamp(0)), name=["warmup"])
+            end = time.monotonic() + 15.0
+            while not warm.is_set() and time.monotonic() < end:
+                pub.publish(probe)
+                warm.wait(0.05)
+            assert warm.is_set(), "no echo of the warm-up ping within 15 s"
             sent = [
                 m.JointState(header=m.Header(stamp=m.stamp(i)), name=["j1"], position=[i * 0.1])
                 for i in range(20)
@@ -171,7 +184,7 @@ def test_roundtrip_across_processes(domain: int) -> None:
             for msg in sent:
                 pub.publish(msg)
                 time.sleep(0.002)
-            assert done.wait(5.0)
+            assert done.wait(10.0)
             assert got == sent
     finally:
         proc.kill()
