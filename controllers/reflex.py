@@ -292,11 +292,12 @@ class Reflex:
         motion[3].fill(0.0)
         rows[3][2] = 1.0
         np.multiply(motion[4], self.slow_fraction, out=motion[4])
+        in_contact = f > CONTACT_FORCE
         risk = c.evaluate()
         self.risk = float(risk[0])
         self.counts["ticks"] += 1
         if not self.risk <= self.threshold:  # NaN risk: recover (fail closed)
-            best = 2 if self.recovery == "yield" and f > CONTACT_FORCE else 1  # yield / brake
+            best = 2 if self.recovery == "yield" and in_contact else 1  # yield / brake
             if self.recovery == "min_risk":
                 best_risk = float(risk[1])
                 for j in range(2, NUM_CANDIDATES):
@@ -304,16 +305,15 @@ class Reflex:
                     if r < best_risk:
                         best, best_risk = j, r
             np.copyto(self.action, rows[best])
-            self.soften = self.soften_always or f > CONTACT_FORCE
+            self.soften = self.soften_always or in_contact
             self.counts["interventions"] += 1
             self.level, self.scale = RECOVER, 0.0
             return True
         np.copyto(self.action, action)
-        in_contact = f > CONTACT_FORCE
         self.scale = 1.0 if in_contact and not self.slow_in_contact else self._slowing_scale()
         if self.scale < 1.0:
             np.multiply(self._action_motion, self.scale, out=self._action_motion)
-            self.soften = self.soften_always or f > CONTACT_FORCE
+            self.soften = self.soften_always or in_contact
             self.counts["slows"] += 1
             self.level = SLOW
         else:

@@ -228,6 +228,7 @@ class SafetyGuard:
         by the filter); merges what happened into ``flags`` (the step's ``info["safety"]``)."""
         env = self.env
         m, d = env.model, env.data
+        flags["grasp_hold"] = False
         if action is None:
             self._cmd[:] = 0.0
         else:
@@ -285,7 +286,6 @@ class SafetyGuard:
             reflex_ticks=reflex_ticks,
             risk=risk_max,
             stiffness_lowered=self._nominal_k is not None,
-            grasp_hold=flags.get("grasp_hold", False),
         )
 
     def finish(self, info: dict[str, Any], done: bool) -> None:
@@ -306,7 +306,6 @@ class SafetyGuard:
     # ------------------------------------------------------------------ helpers
     def _hold_grasp(self, flags: dict[str, Any]) -> None:
         """Raise a loosening gripper command while a held object is above the release height."""
-        flags["grasp_hold"] = False
         if self.grasp is None:
             return
         d = self.env.data

@@ -88,6 +88,10 @@ def load_residual_policy(
         raise CheckpointError(
             f"{directory}: {featurizer.dim} features from obs_keys, the agent reads {agent.obs_dim}"
         )
-    base_meta = {**base_meta, "task": meta.get("task", base_meta.get("task"))}
     te = int(meta["execute_horizon"])
-    return ResidualPolicy(agent, base, featurizer, te), {**base_meta, "execute_horizon": te}
+    task = meta.get("task", base_meta.get("task"))
+    return ResidualPolicy(agent, base, featurizer, te), {
+        **base_meta,
+        "task": task,
+        "execute_horizon": te,
+    }
