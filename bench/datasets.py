@@ -4,7 +4,10 @@ Recording: two 128x128 cameras + state at a simulated 20 Hz (the loop sleeps to 
 deadline, as a teleop session would), then the same unthrottled. Reading: batches of 64 with
 To=2, Ta=16 from the in-memory cache (with and without images) and straight from zarr.
 Images are synthetic but sim-like (smooth shading, a moving object, mild noise) so they
-compress like rendered frames rather than like random bytes.
+compress like rendered frames rather than like random bytes. Integrity: the quick structural
+check every open runs and the full content check (``robotrl dataset verify``), each as a ratio
+of a training run's data start-up (open, statistics, decoding the images into the cache, first
+batch; imports and the policy build not counted, so the ratio is an upper bound).
 
     python bench/datasets.py [--episodes 3] [--steps 100] [--out /tmp/bench_ds]
 """
@@ -20,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from robotrl.datasets import EpisodeStore, SequenceDataset, make_dataloader
+from robotrl.datasets import EpisodeStore, SequenceDataset, compute_stats, make_dataloader
+from robotrl.datasets.integrity import content_damage, structure_damage
 
 FPS = 20.0
 SIZE = 128
@@ -103,6 +107,36 @@ def _read(store: EpisodeStore, keys: list[str], cache: bool, batches: int) -> di
     }
 
 
+def _integrity(path: Path, state: list[str], images: list[str]) -> dict:
+    def timed(fn, repeat: int = 5) -> float:  # type: ignore[no-untyped-def]
+        best = float("inf")
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            fn()
+            best = min(best, time.perf_counter() - t0)
+        return best
+
+    def startup() -> None:
+        with EpisodeStore.open(path, check=False) as store:
+            compute_stats(store, [*state, "action"])
+            ds = SequenceDataset(store, images, 2, 16)
+            next(iter(make_dataloader(ds, 64, seed=0)))
+
+    with EpisodeStore.open(path, check=False) as store:
+        structure = timed(lambda: structure_damage(store))
+        content_state = timed(lambda: content_damage(store, [*state, "action"]), repeat=3)
+        content_all = timed(lambda: content_damage(store), repeat=1)
+    start = timed(startup, repeat=3)
+    return {
+        "training_data_startup_s": round(start, 4),
+        "structure_check_s": round(structure, 5),
+        "structure_check_over_startup": round(structure / start, 4),
+        "content_check_state_s": round(content_state, 4),
+        "content_check_all_s": round(content_all, 4),
+        "content_check_all_over_startup": round(content_all / start, 3),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--episodes", type=int, default=3)
@@ -127,6 +161,8 @@ def main() -> None:
         "with_images_cached": _read(store, images, cache=True, batches=50),
         "with_images_from_zarr": _read(store, images, cache=False, batches=3),
     }
+    store.close()
+    result["integrity"] = _integrity(root / "fast", state, images)
     print(json.dumps(result))
     if args.out is None:
         shutil.rmtree(root, ignore_errors=True)

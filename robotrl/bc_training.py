@@ -24,7 +24,7 @@ class BCConfig:
     """Hyperparameters of :func:`train_bc`.
 
     Attributes:
-        steps: gradient steps. lr: peak learning rate. weight_decay: AdamW decay.
+        steps: gradient steps (at least 1). lr: peak learning rate. weight_decay: AdamW decay.
         warmup: linear warm-up steps. ema_decay: EMA of weights (0 disables).
         grad_clip: max gradient norm. eval_every: steps between sim evaluations (0: only at
         the end). log_every: steps between loss rows. seed: torch seed.
@@ -39,6 +39,12 @@ class BCConfig:
     eval_every: int = 1000
     log_every: int = 50
     seed: int = 0
+
+
+def check_steps(steps: int) -> None:
+    """Raise ValueError when ``steps`` trains nothing (fewer than one gradient step)."""
+    if steps <= 0:
+        raise ValueError(f"steps={steps} trains nothing: give steps >= 1, e.g. steps=3000")
 
 
 def _lr_lambda(cfg: BCConfig) -> Callable[[int], float]:
@@ -86,7 +92,10 @@ def train_bc(
     """Train; returns ``(the EMA policy (or the policy if EMA is off) in eval mode, summary)``.
 
     ``evaluate(policy) -> {"success_rate": ...}`` runs every ``eval_every`` steps and at the end.
+    The progress bar counts gradient steps; its postfix shows the phase (``train``, ``eval``),
+    the latest loss and the latest success rate. Raises ValueError when ``cfg.steps`` < 1.
     """
+    check_steps(cfg.steps)
     torch.manual_seed(cfg.seed)
     policy.train()
     ema = copy.deepcopy(policy).eval() if cfg.ema_decay > 0 else None
@@ -95,8 +104,14 @@ def train_bc(
     start = time.perf_counter()
     step, evals, last_loss = 0, [], float("nan")
     bar = tqdm(total=cfg.steps, desc="train-bc", disable=not progress)
+    postfix: dict[str, str] = {}
+
+    def show(**values: str) -> None:
+        postfix.update(values)
+        bar.set_postfix(postfix)
 
     def run_eval() -> None:
+        show(phase="eval")
         target = ema if ema is not None else policy
         row: dict[str, float] = {"step": step, "wall_s": time.perf_counter() - start}
         if val_loader is not None:
@@ -106,6 +121,9 @@ def train_bc(
         evals.append(row)
         if logger is not None:
             logger.log(**row)
+        if "success_rate" in row:
+            postfix["success"] = f"{row['success_rate']:.2f}"
+        show(phase="train" if step < cfg.steps else "done")
         policy.train()
 
     if len(train_loader) == 0:  # drop_last with fewer samples than a batch: no batch, ever
@@ -113,6 +131,7 @@ def train_bc(
             "the training loader yields no batch (fewer samples than one batch_size with "
             "drop_last): lower batch_size or add episodes"
         )
+    show(phase="train")
     while step < cfg.steps:
         for batch in train_loader:
             loss, logs = policy.compute_loss(batch)
@@ -129,7 +148,7 @@ def train_bc(
             last_loss = logs["loss"]
             bar.update(1)
             if step % cfg.log_every == 0:
-                bar.set_postfix(loss=f"{last_loss:.4f}")
+                show(loss=f"{last_loss:.4f}")
                 if logger is not None:
                     logger.log(
                         step=step,
@@ -141,8 +160,8 @@ def train_bc(
                 run_eval()
             if step >= cfg.steps:
                 break
-    bar.close()
     run_eval()
+    bar.close()
     final = ema if ema is not None else policy
     final.eval()
     summary = {

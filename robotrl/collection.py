@@ -204,6 +204,8 @@ def open_or_create_store(
 ) -> EpisodeStore:
     """Append to the store at ``path`` or create it. A store of another rate, robot or set of
     observation keys is refused before anything is recorded (ValueError)."""
+    if Path(path).exists() and not Path(path).is_dir():
+        raise ValueError(f"out={path} is a file; give a directory for the episode store")
     if Path(path).exists() and any(Path(path).iterdir()):
         store = EpisodeStore.open(path, mode="a")
         problem = ""

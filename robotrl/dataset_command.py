@@ -9,10 +9,24 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from robotrl.datasets import EpisodeStore, repair, verify
+from robotrl.datasets.integrity import structure_damage
 
 
 def dataset_info(cfg: DictConfig) -> dict[str, Any]:
-    with EpisodeStore.open(cfg.path, mode="r") as store:
+    """What a store holds; the quick structural check's findings under ``damage`` (exit 1 if
+    any; ``robotrl dataset verify`` checks the content too)."""
+    with EpisodeStore.open(cfg.path, mode="r", check=False) as store:
+        damage = [str(d) for d in structure_damage(store)]
+        if damage:
+            return {
+                "command": "dataset info",
+                "path": str(cfg.path),
+                "episodes": store.num_episodes,
+                "steps": store.num_steps,
+                "damage": damage,
+                "advice": f"robotrl dataset verify {cfg.path} lists every damaged file",
+                "exit_code": 1,
+            }
         n = store.num_episodes
         lengths = store.episode_lengths
         keys = {
@@ -42,12 +56,17 @@ def dataset_info(cfg: DictConfig) -> dict[str, Any]:
 
 
 def dataset_verify(cfg: DictConfig) -> dict[str, Any]:
-    report = verify(cfg.path, check_chunks=bool(cfg.check_chunks))
+    report = verify(cfg.path, check_chunks=bool(cfg.check_chunks), progress=bool(cfg.progress))
     return {"command": "dataset verify", **report, "exit_code": 0 if report["ok"] else 1}
 
 
 def dataset_repair(cfg: DictConfig) -> dict[str, Any]:
-    return {"command": "dataset repair", **repair(cfg.path)}
+    report = repair(cfg.path)
+    return {
+        "command": "dataset repair",
+        **report,
+        "exit_code": 1 if report["cannot_recover"] else 0,
+    }
 
 
 def dataset_import(cfg: DictConfig) -> dict[str, Any]:

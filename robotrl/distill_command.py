@@ -12,7 +12,8 @@ from policies.checkpoint import load_policy, save_policy
 from policies.distillation import DistillConfig, distill, match_error
 from robotrl.benchmarks.policy_latency import chunk_latency
 from robotrl.chunk_runner import policy_keys
-from robotrl.datasets import EpisodeStore, SequenceDataset, make_dataloader, split_episodes
+from robotrl.datasets import SequenceDataset, make_dataloader, split_episodes
+from robotrl.datasets.integrity import open_intact
 from robotrl.metrics import MetricsLogger
 from robotrl.policy_env import env_kwargs, rollout_policy
 from robotrl.run import make_run_dir, save_config
@@ -29,9 +30,12 @@ def run_distill(cfg: DictConfig) -> dict[str, Any]:
     dataset = cfg.dataset or meta.get("dataset")
     if not dataset:
         raise ValueError("the checkpoint names no dataset: give dataset=...")
-    store = EpisodeStore.open(dataset)
+    store, intact = open_intact(
+        dataset, exclude_damaged=bool(cfg.exclude_damaged), who="robotrl distill"
+    )
     keys = policy_keys(teacher)
     train_mask, val_mask = split_episodes(store.num_episodes, cfg.val_ratio, seed=cfg.seed)
+    train_mask, val_mask = train_mask & intact, val_mask & intact
     horizons = (teacher.obs_horizon, teacher.action_horizon)
     train_ds = SequenceDataset(store, keys, *horizons, episode_mask=train_mask)
     loader = make_dataloader(train_ds, cfg.batch_size, seed=cfg.seed)

@@ -13,10 +13,10 @@ from omegaconf import DictConfig, OmegaConf
 import sim
 from policies.checkpoint import load_policy, save_module, save_policy
 from robotrl.algos.flow_pg import ALGOS, FlowPGConfig
-from robotrl.algos.flow_pg_training import FlowTrainConfig, train_flow_pg
+from robotrl.algos.flow_pg_training import FlowTrainConfig, check_budget, train_flow_pg
 from robotrl.chunk_runner import ChunkRunner
 from robotrl.evaluation import evaluate_vector
-from robotrl.metrics import MetricsLogger
+from robotrl.metrics import MetricsLogger, final_evaluation
 from robotrl.policy_env import env_kwargs, record_videos
 from robotrl.run import make_run_dir, save_config
 
@@ -52,6 +52,13 @@ def run_flow_pg(cfg: DictConfig) -> dict[str, Any]:
         raise ValueError("the checkpoint names no task: give task=...")
     fcfg = FlowPGConfig(algo=cfg.algo, **OmegaConf.to_object(cfg.flow_pg))
     te = int(fcfg.execute_horizon or meta.get("execute_horizon", policy.action_horizon // 2))
+    train = FlowTrainConfig(
+        total_env_steps=cfg.total_steps,
+        eval_every=cfg.eval_every,
+        target_success=cfg.target_success,
+        seed=cfg.seed,
+    )
+    check_budget(fcfg, train, cfg.num_envs, cli=True)  # before a run dir or env process exists
     kw = env_kwargs(meta)
     run_dir = make_run_dir(cfg.output_dir, cfg.name)
     save_config(cfg, run_dir)
@@ -72,12 +79,6 @@ def run_flow_pg(cfg: DictConfig) -> dict[str, Any]:
         lo, hi = res.success_ci95
         return {"success_rate": res.success_rate, "success_lo": lo, "success_hi": hi}
 
-    train = FlowTrainConfig(
-        total_env_steps=cfg.total_steps,
-        eval_every=cfg.eval_every,
-        target_success=cfg.target_success,
-        seed=cfg.seed,
-    )
     try:
         result = train_flow_pg(
             policy,
@@ -110,7 +111,7 @@ def run_flow_pg(cfg: DictConfig) -> dict[str, Any]:
         "num_steps": policy.num_steps,
         "execute_horizon": te,
         "base_success": evals[0]["success_rate"],
-        "final_success": evals[-1]["success_rate"],
+        **final_evaluation(evals, "env_steps"),
         "best_success": max(e["success_rate"] for e in evals),
         "env_steps": result.env_steps,
         "steps_to_target": result.steps_to_target,

@@ -10,7 +10,10 @@ import csv
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 class MetricsLogger:
@@ -43,23 +46,37 @@ class MetricsLogger:
         pts = [(r[x], r[y]) for r in self.rows if x in r and y in r and math.isfinite(r[y])]
         return [p[0] for p in pts], [p[1] for p in pts]
 
-    def plot(
+    def has_data(self, x: str, cols: Sequence[str]) -> bool:
+        """Whether any of ``cols`` has at least one finite value at a logged ``x``."""
+        return any(self.series(x, col)[0] for col in cols)
+
+    def figure(
         self,
-        path: str | Path,
         x: str,
         panels: Sequence[Sequence[str]],
         titles: Sequence[str] | None = None,
         log_y: Mapping[int, bool] | None = None,
-    ) -> Path:
-        """One subplot per panel (a list of y columns against ``x``), saved as PNG."""
+    ) -> Figure:
+        """A matplotlib figure with one subplot per panel (a list of y columns against ``x``).
+
+        Panels whose columns hold no data are left out; with none left the figure is a single
+        "no data yet" panel. Panels of success columns (see :func:`is_success_column`) span
+        the fixed range [0, 1].
+        """
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.6), squeeze=False)
-        for j, cols in enumerate(panels):
-            ax = axes[0, j]
+        kept = kept_panels(self, x, panels)
+        if not kept:
+            fig, ax = plt.subplots(figsize=(5, 3.6))
+            ax.text(0.5, 0.5, "no data yet", ha="center", va="center", transform=ax.transAxes)
+            ax.set_axis_off()
+            return fig
+        fig, axes = plt.subplots(1, len(kept), figsize=(5 * len(kept), 3.6), squeeze=False)
+        for ax, j in zip(axes[0], kept, strict=True):
+            cols = panels[j]
             for col in cols:
                 xs, ys = self.series(x, col)
                 if xs:
@@ -69,14 +86,60 @@ class MetricsLogger:
                 ax.set_title(titles[j])
             if log_y and log_y.get(j):
                 ax.set_yscale("log")
+            elif all(is_success_column(c) for c in cols):
+                # a fixed scale: one failed episode in twenty must not look like a collapse
+                ax.set_ylim(-0.02, 1.02)
             ax.grid(alpha=0.3)
             if ax.lines:
                 ax.legend()
         fig.tight_layout()
+        return fig
+
+    def plot(
+        self,
+        path: str | Path,
+        x: str,
+        panels: Sequence[Sequence[str]],
+        titles: Sequence[str] | None = None,
+        log_y: Mapping[int, bool] | None = None,
+    ) -> Path:
+        """:meth:`figure` saved as a PNG at ``path``; returns ``path``."""
+        import matplotlib.pyplot as plt
+
+        fig = self.figure(x, panels, titles, log_y)
         out = Path(path)
         fig.savefig(out, dpi=110)
         plt.close(fig)
         return out
+
+
+def is_success_column(name: str) -> bool:
+    """Whether a column is a success rate in [0, 1] (its name contains "success")."""
+    return "success" in name
+
+
+def kept_panels(logger: MetricsLogger, x: str, panels: Sequence[Sequence[str]]) -> list[int]:
+    """Indices of the ``panels`` that have data to draw against ``x``."""
+    return [j for j, cols in enumerate(panels) if logger.has_data(x, cols)]
+
+
+def final_evaluation(
+    evaluations: Sequence[Mapping[str, float]], step_key: str
+) -> dict[str, float | int | bool | None]:
+    """Summary keys of the last evaluation that ran: ``final_success`` (its success rate),
+    ``final_eval_step`` (its ``step_key`` value) and ``final_is_base`` (True when it is the
+    evaluation at step 0, before any training, so it says nothing about the trained policy).
+    All None when no evaluation measured a success rate."""
+    done = [e for e in evaluations if "success_rate" in e]
+    if not done:
+        return {"final_success": None, "final_eval_step": None, "final_is_base": None}
+    last = done[-1]
+    step = int(last[step_key])
+    return {
+        "final_success": float(last["success_rate"]),
+        "final_eval_step": step,
+        "final_is_base": step == 0,
+    }
 
 
 def read_csv(path: str | Path) -> list[dict[str, Any]]:

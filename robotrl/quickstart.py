@@ -121,6 +121,7 @@ def run_quickstart(cfg: DictConfig) -> dict[str, Any]:
             "demos": str(demos),
             "human": cfg.human,
             "total_steps": cfg.rl_steps,
+            "warmup_steps": cfg.rl_warmup_steps,
             "eval_every": cfg.rl_eval_every,
             "eval_episodes": cfg.eval_episodes,
             "target_success": cfg.target_success,

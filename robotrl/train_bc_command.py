@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 from policies.checkpoint import save_policy
 from policies.registry import make_policy
 from policies.tokenizer import LANGUAGE_KEY, WordTokenizer
-from robotrl.bc_training import BCConfig, plot_training, train_bc
+from robotrl.bc_training import BCConfig, check_steps, plot_training, train_bc
 from robotrl.datasets import (
     EpisodeStore,
     SequenceDataset,
@@ -19,7 +19,8 @@ from robotrl.datasets import (
     make_dataloader,
     split_episodes,
 )
-from robotrl.metrics import MetricsLogger
+from robotrl.datasets.integrity import open_intact
+from robotrl.metrics import MetricsLogger, final_evaluation
 from robotrl.policy_env import env_kwargs, record_videos, rollout_policy
 from robotrl.run import make_run_dir, save_config
 
@@ -57,8 +58,11 @@ def _episode_obs(policy: Any, store: EpisodeStore) -> dict[str, np.ndarray]:
 
 
 def run_train_bc(cfg: DictConfig) -> dict[str, Any]:
+    check_steps(cfg.steps)  # before the dataset is read or a run dir is made
     torch.manual_seed(cfg.seed)
-    store = EpisodeStore.open(cfg.dataset)
+    store, intact = open_intact(
+        cfg.dataset, exclude_damaged=bool(cfg.exclude_damaged), who="robotrl train-bc"
+    )
     if store.num_episodes < 2:
         raise ValueError(f"{cfg.dataset} has {store.num_episodes} episodes; BC needs at least 2")
     state_keys = [k for k in store.keys if k.startswith("state/")]
@@ -67,6 +71,7 @@ def run_train_bc(cfg: DictConfig) -> dict[str, Any]:
     missing = [k for k in obs_keys if k not in store.keys]
     if missing:
         raise ValueError(f"{cfg.dataset} has no {missing}; it has {store.keys}")
+    excluded = int((~intact).sum())
     tasks = sorted(set(store.meta("task").tolist()))
     task = cfg.task or (tasks[0] if len(tasks) == 1 and tasks[0] else None)
     if task is None:
@@ -75,6 +80,7 @@ def run_train_bc(cfg: DictConfig) -> dict[str, Any]:
     run_dir = make_run_dir(cfg.output_dir, cfg.name)
     save_config(cfg, run_dir)
     train_mask, val_mask = split_episodes(store.num_episodes, cfg.val_ratio, seed=cfg.seed)
+    train_mask, val_mask = train_mask & intact, val_mask & intact
     if not val_mask.any():
         val_mask = None
     stats = compute_stats(
@@ -176,7 +182,9 @@ def run_train_bc(cfg: DictConfig) -> dict[str, Any]:
         "final_loss": round(summary["final_loss"], 5),
         "val_loss": final.get("val_loss"),
         "success_rate": final.get("success_rate"),
+        **final_evaluation(summary["evaluations"], "step"),
         "eval_episodes": cfg.eval_episodes,
+        "excluded_episodes": excluded,
         "checkpoint": str(ckpt),
         "plot": str(plot),
         "videos": videos,

@@ -32,6 +32,7 @@ from robotrl.algos.reward_training import (
     train_reward_classifier,
 )
 from robotrl.datasets import EpisodeStore
+from robotrl.datasets.integrity import open_intact
 from robotrl.metrics import MetricsLogger
 from robotrl.run import make_run_dir, save_config
 
@@ -106,7 +107,9 @@ def run_train_reward(cfg: DictConfig) -> dict[str, Any]:
         torch.set_num_threads(int(cfg.torch_threads))
     if not cfg.cameras:
         raise ValueError("train-reward needs cameras=[...] (e.g. [front]) present in the store")
-    store = EpisodeStore.open(cfg.dataset)
+    store, intact = open_intact(
+        cfg.dataset, exclude_damaged=bool(cfg.exclude_damaged), who="robotrl train-reward"
+    )
     image_keys = [f"images/{c}" for c in cfg.cameras]
     keys = [*image_keys, *cfg.state_keys]
     missing = [k for k in keys if k not in store.keys]
@@ -116,6 +119,7 @@ def run_train_reward(cfg: DictConfig) -> dict[str, Any]:
     train_eps, val_eps, test_eps = split_by_episode(
         success, cfg.val_ratio, cfg.test_ratio, seed=cfg.seed
     )
+    train_eps, val_eps, test_eps = (e[intact[e]] for e in (train_eps, val_eps, test_eps))
     rule = {"positive_window": cfg.positive_window, "ignore_before": cfg.ignore_before}
     train, val, test = (
         load_frames(store, eps.tolist(), keys, **rule) for eps in (train_eps, val_eps, test_eps)

@@ -13,9 +13,15 @@ from policies.registry import set_noise_scale
 from robotrl.algos.hil import DeviceIntervener, ScriptedHuman
 from robotrl.algos.residual import ResidualConfig, StateFeaturizer, save_agent
 from robotrl.algos.residual_policy import ResidualPolicy
-from robotrl.algos.residual_training import TrainConfig, demo_buffer, train_residual
-from robotrl.datasets import EpisodeStore, compute_stats
-from robotrl.metrics import MetricsLogger, log_episodes
+from robotrl.algos.residual_training import (
+    TrainConfig,
+    check_budget,
+    demo_buffer,
+    train_residual,
+)
+from robotrl.datasets import compute_stats
+from robotrl.datasets.integrity import open_intact
+from robotrl.metrics import MetricsLogger, final_evaluation, log_episodes
 from robotrl.policy_env import (
     check_one_robot,
     env_kwargs,
@@ -107,6 +113,8 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
             import zmq  # noqa: F401
         except ImportError as exc:
             raise ValueError(f"role={cfg.role} needs the 'dist' extra (pyzmq): {exc}") from exc
+    if cfg.role in ("single", "split"):  # one actor's budget feeds the learner's warm-up
+        check_budget(cfg.total_steps, cfg.warmup_steps, cfg.eval_every)
     if cfg.role == "split":
         return split(cfg)
     base, meta = load_policy(cfg.checkpoint)
@@ -133,9 +141,13 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
         return env
 
     keys = list(cfg.obs_keys) if cfg.obs_keys else list(base.config["state_dims"])
-    demos_store = EpisodeStore.open(cfg.demos) if cfg.demos else None
+    demos_store, intact = (
+        open_intact(cfg.demos, exclude_damaged=bool(cfg.exclude_damaged), who="robotrl train-rl")
+        if cfg.demos
+        else (None, None)
+    )
     if demos_store is not None:
-        stats = compute_stats(demos_store, keys)
+        stats = compute_stats(demos_store, keys, intact)
     else:  # no demos: standardise as the base's own normaliser does
         affine = {k: base.normalizer.affine(k) for k in keys}
         stats = {k: {"mean": off, "std": 1.0 / scale} for k, (off, scale) in affine.items()}
@@ -145,7 +157,7 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
     run_dir = make_run_dir(cfg.output_dir, name)
     save_config(cfg, run_dir)
     demos = (  # the actor only acts: no demo buffer
-        demo_buffer(demos_store, base, featurizer, rcfg)
+        demo_buffer(demos_store, base, featurizer, rcfg, episodes=np.flatnonzero(intact))
         if demos_store is not None and cfg.role != "actor"
         else None
     )
@@ -216,13 +228,13 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
         if backend != "ros2"  # a robot is not rendered
         else []
     )
-    first, last = result.evaluations[0], result.evaluations[-1]
+    first = result.evaluations[0]
     return {
         "command": "train-rl",
         "algo": cfg.algo,
         "task": task,
         "base_success": first["success_rate"],
-        "final_success": last["success_rate"],
+        **final_evaluation(result.evaluations, "env_steps"),
         "best_success": max(e["success_rate"] for e in result.evaluations),
         "env_steps": result.env_steps,
         "steps_to_target": result.steps_to_target,

@@ -48,7 +48,7 @@ BACKENDS: dict[str, str] = {
 
 def _backend_make(backend: str) -> Callable[..., gym.Env]:
     if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; available: ['mujoco', *{sorted(BACKENDS)}]")
+        raise ValueError(f"unknown backend {backend!r}; available: {sorted(['mujoco', *BACKENDS])}")
     module, fn = BACKENDS[backend].split(":")
     return getattr(importlib.import_module(module), fn)
 

@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 import torch
+from recording_bar import RecordingBar
 
 from policies.flow_matching import FlowMatchingPolicy
 from robotrl.bc_training import BCConfig, _lr_lambda, train_bc, validation_loss
@@ -79,3 +80,25 @@ def test_non_finite_loss_stops_training():
 def test_a_loader_without_batches_is_an_error_not_a_hang():
     with pytest.raises(ValueError, match="no batch"):
         train_bc(_policy(), [], BCConfig(steps=2, eval_every=0, ema_decay=0), progress=False)
+
+
+def test_zero_steps_is_an_error_before_training():
+    with pytest.raises(ValueError, match="steps=0 trains nothing: give steps >= 1"):
+        train_bc(_policy(), _loader(1), BCConfig(steps=0), progress=False)
+
+
+def test_progress_shows_train_and_eval_phases(monkeypatch):
+    import robotrl.bc_training as bt
+
+    monkeypatch.setattr(bt, "tqdm", RecordingBar)
+    torch.manual_seed(0)
+    _, summary = train_bc(
+        _policy(),
+        _loader(2),
+        BCConfig(steps=6, eval_every=3, log_every=2, ema_decay=0),
+        evaluate=lambda _p: {"success_rate": 0.25},
+    )
+    bar = RecordingBar.last
+    assert bar.steps == [1] * 6
+    assert bar.phases == ["train", "eval", "train", "eval", "done"]  # at step 3 and the end
+    assert "success=0.25" in bar.postfix and [e["step"] for e in summary["evaluations"]] == [3, 6]

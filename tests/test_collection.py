@@ -143,6 +143,12 @@ def test_store_of_another_rate_is_refused(tmp_path):
         open_or_create_store(str(tmp_path / "s.zarr"), fps=20.0, robot="panda_sim")
 
 
+def test_a_file_as_out_is_refused_in_one_line(tmp_path):
+    (tmp_path / "README.md").write_text("not a store")
+    with pytest.raises(ValueError, match=r"README\.md is a file; give a directory"):
+        open_or_create_store(str(tmp_path / "README.md"), fps=20.0, robot="panda_sim")
+
+
 def test_status_line_is_one_line_per_episode_in_logs(tmp_path):
     env = sim.make("reach", max_episode_steps=3)
     out = io.StringIO()

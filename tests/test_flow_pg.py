@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from recording_bar import RecordingBar
 
 from policies.flow_matching import FlowMatchingPolicy
 from robotrl.algos.chunk_gae import chunk_gae, group_advantages
@@ -270,3 +271,59 @@ def test_critic_warmup_updates_only_the_value_head(biased):
     logs = learner.update(learner.make_batch(rollout.collect(64)), update_actor=False)
     assert all(torch.equal(before[k], v) for k, v in policy.state_dict().items())
     assert not torch.allclose(learner.value[0].weight, v0) and "pg_loss" not in logs
+
+
+def test_rollouts_report_every_vector_step():
+    rollout = FlowRollout(_biased_policy(steps=0), _venv(8), "sde", 1, seed=0)
+    calls = []
+    rollout.collect(64, on_step=calls.append)
+    rollout.close()
+    assert calls == [8] * 8 and rollout.env_steps == 64
+
+
+def test_training_progress_moves_per_env_step_through_each_phase(monkeypatch):
+    import robotrl.algos.flow_pg_training as fpt
+
+    monkeypatch.setattr(fpt, "tqdm", RecordingBar)
+    cfg = FlowPGConfig(algo="flow_sde", num_steps=2, rollout_env_steps=8, minibatch_size=8)
+    train = FlowTrainConfig(total_env_steps=16, eval_every=8)
+    evals = iter([0.0, 0.25, 0.5])
+    res = train_flow_pg(
+        _biased_policy(steps=0),
+        _venv(4),
+        lambda _p: {"success_rate": next(evals)},
+        cfg,
+        train,
+        execute_horizon=1,
+    )
+    bar = RecordingBar.last
+    assert res.env_steps == 16 and bar.steps == [4] * 4 and bar.n == 16
+    assert bar.phases == ["eval", "rollout", "update", "eval", "rollout", "update", "eval"]
+    assert bar.postfix.endswith("success=0.50")
+
+
+class _UntouchableVenv:
+    """A vector env of 2 that fails the test when reset or stepped."""
+
+    num_envs = 2
+
+    def reset(self, **_):
+        raise AssertionError("reset before the budget was checked")
+
+    step = reset
+
+
+def test_a_budget_that_cannot_update_the_policy_is_refused_before_any_env_step():
+    policy = _biased_policy(steps=0)
+
+    def run(cfg, total):
+        train = FlowTrainConfig(total_env_steps=total)
+        evaluate = lambda _p: pytest.fail("evaluated before the budget was checked")  # noqa: E731
+        train_flow_pg(policy, _UntouchableVenv(), evaluate, cfg, train, execute_horizon=1)
+
+    with pytest.raises(ValueError, match="total_env_steps=50 is smaller than one rollout"):
+        run(FlowPGConfig(algo="grpo", rollout_env_steps=100), 50)
+    warm = FlowPGConfig(algo="flow_sde", rollout_env_steps=99, critic_warmup_iters=3)
+    with pytest.raises(ValueError, match="critic_warmup_iters=3") as err:
+        run(warm, 300)  # 3 rollouts of 100 env steps (whole steps of 2 envs): value head only
+    assert "e.g. total_env_steps=400" in str(err.value)

@@ -32,6 +32,7 @@ def test_train_rl_flow_algos_end_to_end(tmp_path, reach_base, algo):
                 "flow_pg.group_size=2",
                 "flow_pg.minibatch_size=16",
                 "flow_pg.epochs=1",
+                "flow_pg.critic_warmup_iters=1",  # 2 rollouts: the second updates the policy
                 "flow_pg.num_steps=3",
                 "videos=1",
                 f"output_dir={tmp_path}",
@@ -44,6 +45,9 @@ def test_train_rl_flow_algos_end_to_end(tmp_path, reach_base, algo):
     assert 0.0 <= out["final_success"] <= 1.0
     rows = read_csv(out["metrics"])
     assert rows[0]["env_steps"] == 0 and len(rows) >= 3
+    # the summary's final result is the last evaluation, at the step it was taken
+    assert out["final_success"] == rows[-1]["success_rate"]
+    assert out["final_eval_step"] == rows[-1]["env_steps"] >= 240 and not out["final_is_base"]
     assert all("wall_s" in r and "success_rate" in r for r in rows)
     for png in out["plots"]:
         with open(png, "rb") as f:
@@ -59,3 +63,15 @@ def test_flow_algos_refuse_unsupported_settings(tmp_path, reach_base):
     assert main([*args, "algo=flow_noise", "role=split"]) == 2
     assert main([*args, "algo=flow_noise", "human=scripted"]) == 2
     assert main([*args, "algo=ppo"]) == 2
+
+
+def test_a_budget_within_the_critic_warm_up_is_refused_up_front(tmp_path, reach_base, capsys):
+    args = ["train-rl", f"checkpoint={reach_base}", f"output_dir={tmp_path}", "progress=false"]
+    budget = ["total_steps=240", "flow_pg.rollout_env_steps=120", "num_envs=2"]
+    assert main([*args, "algo=flow_sde", *budget]) == 2  # train_rl.yaml: 3 critic-only rollouts
+    err = capsys.readouterr().err
+    assert "total_steps=240 ends before the policy is updated" in err
+    assert "flow_pg.critic_warmup_iters=3" in err and "e.g. total_steps=480" in err
+    assert main([*args, "algo=grpo", "total_steps=100", *budget[1:]]) == 2
+    assert "smaller than one rollout (flow_pg.rollout_env_steps=120)" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())  # no run dir was made

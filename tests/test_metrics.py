@@ -23,9 +23,16 @@ def test_plot_writes_a_png(tmp_path):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_log_episodes_writes_running_means_and_a_plot(tmp_path):
+def test_log_episodes_writes_running_means_and_a_plot(tmp_path, monkeypatch):
     from robotrl.metrics import log_episodes, read_csv
 
+    figures = []
+    draw = MetricsLogger.figure
+    monkeypatch.setattr(
+        MetricsLogger,
+        "figure",
+        lambda self, *a, **k: figures.append(draw(self, *a, **k)) or figures[-1],
+    )
     eps = [
         {
             "env_steps": 100 * (i + 1),
@@ -37,9 +44,51 @@ def test_log_episodes_writes_running_means_and_a_plot(tmp_path):
     ]
     png = log_episodes(eps, tmp_path, window=2)
     assert png is not None and png.is_file() and png.stat().st_size > 1000
+    success_ax = figures[0].axes[0]
+    assert "success" in success_ax.get_title() and success_ax.get_ylim() == (-0.02, 1.02)
     rows = read_csv(tmp_path / "episodes.csv")
     assert len(rows) == 10
     assert rows[0]["intervention_rate_avg"] == 0.5
     assert abs(rows[5]["intervention_rate_avg"] - 0.25) < 1e-9  # mean of 0.3, 0.2
     assert rows[5]["success_avg"] == 0.5 and rows[9]["success_avg"] == 1.0
     assert log_episodes([], tmp_path / "none") is None
+
+
+def test_panels_without_data_are_left_out_and_success_spans_0_to_1(tmp_path):
+    from robotrl.metrics import kept_panels
+
+    log = MetricsLogger(tmp_path / "m.csv")
+    for i in range(5):
+        log.log(step=i, loss=1.0 / (i + 1))
+    log.log(step=4, success_rate=0.95)
+    panels = [["loss"], ["success_rate"], ["approx_kl", "clip_frac"]]  # no ratio was logged
+    assert kept_panels(log, "step", panels) == [0, 1]
+    fig = log.figure("step", panels, titles=["loss", "success", "PPO ratio"], log_y={0: True})
+    assert [ax.get_title() for ax in fig.axes] == ["loss", "success"]
+    assert fig.get_size_inches()[0] == 10  # 5 per kept panel
+    assert fig.axes[0].get_yscale() == "log"
+    assert fig.axes[1].get_ylim() == (-0.02, 1.02)  # not auto-scaled around 0.95
+
+
+def test_a_plot_without_any_data_says_so(tmp_path):
+    log = MetricsLogger(tmp_path / "m.csv")
+    log.log(step=0, loss=float("nan"))
+    fig = log.figure("step", [["loss"], ["success_rate"]])
+    assert len(fig.axes) == 1 and fig.axes[0].texts[0].get_text() == "no data yet"
+    out = log.plot(tmp_path / "p.png", "step", [["success_rate"]])
+    assert out.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_final_evaluation_names_the_last_one_and_flags_the_base():
+    from robotrl.metrics import final_evaluation
+
+    evals = [{"env_steps": 0, "success_rate": 0.2}, {"env_steps": 600, "success_rate": 0.7}]
+    assert final_evaluation(evals, "env_steps") == {
+        "final_success": 0.7,
+        "final_eval_step": 600,
+        "final_is_base": False,
+    }
+    base_only = final_evaluation(evals[:1], "env_steps")
+    assert base_only == {"final_success": 0.2, "final_eval_step": 0, "final_is_base": True}
+    no_sim = final_evaluation([{"step": 40, "val_loss": 0.1}], "step")
+    assert no_sim["final_success"] is None and no_sim["final_eval_step"] is None

@@ -18,6 +18,7 @@ def test_quickstart_runs_every_stage_and_writes_a_report(tmp_path):
             "eval_episodes=2",
             "videos=1",
             "rl_steps=300",
+            "rl_warmup_steps=100",
             "rl_eval_every=300",
             "residual.batch_size=32",
             "residual.hidden=32",

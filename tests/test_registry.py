@@ -1,8 +1,10 @@
+import ast
+
 import numpy as np
 import pytest
 
 import sim
-from sim.registry import EXPERTS, TASKS
+from sim.registry import BACKENDS, EXPERTS, TASKS
 
 
 def test_every_task_has_an_expert_and_builds():
@@ -21,6 +23,20 @@ def test_unknown_task_lists_the_available_ones():
         sim.make_vec("stack", 2)
     with pytest.raises(ValueError, match="num_envs"):
         sim.make_vec("lift", 0)
+
+
+def test_unknown_backend_lists_the_backend_names():
+    for make in (
+        lambda: sim.make("lift", backend="gazebo"),
+        lambda: sim.make_vec("lift", 2, backend="gazebo"),
+    ):
+        with pytest.raises(ValueError) as err:
+            make()
+        head, _, available = str(err.value).partition("; available: ")
+        assert head == "unknown backend 'gazebo'"
+        # a plain sorted list of names (it once read "['mujoco', *['maniskill', ...]]")
+        assert ast.literal_eval(available) == sorted({"mujoco", *BACKENDS})
+        assert {"mujoco", "pybullet"} <= set(ast.literal_eval(available))
 
 
 def test_vector_env_in_processes_matches_single_envs():

@@ -2,6 +2,8 @@
 are stored and counted."""
 
 import numpy as np
+import pytest
+from recording_bar import RecordingBar
 
 from robotrl.algos.residual import ResidualConfig, StateFeaturizer
 from robotrl.algos.residual_rollout import ResidualTransition
@@ -104,3 +106,48 @@ def test_demo_transitions_are_flagged_for_imitation_and_online_ones_are_not(tmp_
     store_transition(online, hil, t)
     assert online.obs["demo"][0] == 0.0 and online.obs["human"][0] == 1.0
     assert hil.obs["demo"][0] == 0.0
+
+
+def test_a_budget_that_ends_in_warm_up_is_refused_before_any_env_step():
+    made = []
+
+    def make_env():
+        made.append(1)
+        return PointGoal()
+
+    train = TrainConfig(total_steps=1000, warmup_steps=1000, eval_every=2000)
+    with pytest.raises(ValueError) as err:
+        train_residual(BiasedPointBase(), make_env, _feat(), _cfg(), train, progress=False)
+    msg = str(err.value)
+    assert "total_steps=1000" in msg and "warmup_steps=1000" in msg
+    assert "e.g. total_steps=2000" in msg
+    assert made == []  # neither the rollout envs nor the base evaluation ran
+
+
+def test_progress_bar_counts_env_steps_and_shows_each_phase(monkeypatch):
+    import robotrl.algos.residual_training as rt
+
+    monkeypatch.setattr(rt, "tqdm", RecordingBar)
+    train = TrainConfig(
+        total_steps=40,
+        warmup_steps=20,
+        critic_warmup_updates=120,
+        eval_every=30,
+        eval_episodes=1,
+    )
+    cfg = ResidualConfig(**{**RESIDUAL_SETTINGS, "hidden": 16, "ensemble": 2, "batch_size": 16})
+    res = train_residual(BiasedPointBase(), PointGoal, _feat(), cfg, train, execute_horizon=1)
+    bar = RecordingBar.last
+    assert bar.steps == [1] * 40 and bar.n == 40
+    assert bar.phases == [
+        "warm-up",
+        "eval",  # the base at step 0
+        "warm-up",
+        "critic warm-up 0/120",
+        "critic warm-up 50/120",
+        "critic warm-up 100/120",
+        "train",
+        "eval",  # at step 30
+        "train",
+    ]
+    assert bar.postfix.endswith(f"success={res.evaluations[-1]['success_rate']:.2f}")

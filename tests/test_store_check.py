@@ -77,7 +77,7 @@ def test_foreign_and_corrupt_directories(tmp_path: Path) -> None:
     import shutil
 
     shutil.rmtree(tmp_path / "ds" / "data" / "action")
-    with pytest.raises(EpisodeStoreError, match="data/action is missing"):
+    with pytest.raises(EpisodeStoreError, match=r"data/action/zarr\.json is missing"):
         EpisodeStore.open(tmp_path / "ds", mode="a")
     doc = json.loads((tmp_path / "ds" / "zarr.json").read_text())
     doc["attributes"]["schema_version"] = 99

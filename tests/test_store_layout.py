@@ -69,8 +69,8 @@ def test_read_root_attrs_checks_format_version_and_commit(tmp_path: Path) -> Non
         "commit": {"num_episodes": 2, "num_steps": 30},
     }
     assert read_root_attrs(_root(tmp_path / "a", good))["commit"]["num_steps"] == 30
-    with pytest.raises(EpisodeStoreError, match=r"schema_version 2 is not supported.*reads 1"):
-        read_root_attrs(_root(tmp_path / "b", {**good, "schema_version": 2}))
+    with pytest.raises(EpisodeStoreError, match=r"schema_version 3 is not supported.*reads 1, 2"):
+        read_root_attrs(_root(tmp_path / "b", {**good, "schema_version": 3}))
     with pytest.raises(EpisodeStoreError, match="commit record is missing or malformed"):
         read_root_attrs(_root(tmp_path / "c", {**good, "commit": {"num_episodes": 1}}))
     with pytest.raises(EpisodeStoreError, match="format='other'"):

@@ -41,6 +41,7 @@ def test_train_bc_writes_checkpoint_curves_and_json(tmp_path, reach_store, polic
     out = run_train_bc(cfg)
     assert out["task"] == "reach" and out["steps"] == 40 and out["episodes"] == 5
     assert 0.0 <= out["success_rate"] <= 1.0 and out["val_loss"] > 0
+    assert out["final_success"] == out["success_rate"] and out["final_eval_step"] == 40
     policy_obj, meta = load_policy(out["checkpoint"])
     assert meta["task"] == "reach" and meta["execute_horizon"] == 8
     assert policy_obj.policy_type == policy
@@ -100,6 +101,8 @@ def test_bad_inputs_are_clear_errors(tmp_path, reach_store, capsys):
     too_big = ["train-bc", f"dataset={reach_store}", "batch_size=100000", f"output_dir={tmp_path}"]
     assert main(too_big) == 2
     assert "fewer than batch_size=100000" in capsys.readouterr().err
+    assert main(["train-bc", f"dataset={reach_store}", "steps=0", f"output_dir={tmp_path}"]) == 2
+    assert "steps=0 trains nothing" in capsys.readouterr().err
     assert main(["eval", f"checkpoint={tmp_path}"]) == 2
     assert "no checkpoint" in capsys.readouterr().err
 

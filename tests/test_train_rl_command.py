@@ -7,6 +7,7 @@ from tiny_reach import reach_demos, tiny_checkpoint
 
 from robotrl.algos.residual import load_agent
 from robotrl.cli import compose, main
+from robotrl.metrics import read_csv
 from robotrl.train_rl_command import run_train_rl
 
 TINY = [
@@ -47,6 +48,11 @@ def test_residual_with_demos_and_scripted_human(tmp_path, base_and_demos):
     )
     assert out["env_steps"] == 120 and out["task"] == "reach"
     assert 0.0 <= out["final_success"] <= 1.0
+    # the last evaluation (eval_every=60) and the env step it was taken at, after training
+    rows = read_csv(f"{out['run_dir']}/metrics.csv")
+    assert [r["env_steps"] for r in rows] == [0, 60, 120]
+    assert out["final_success"] == rows[-1]["success_rate"] and out["final_eval_step"] == 120
+    assert out["final_is_base"] is False and out["base_success"] == rows[0]["success_rate"]
     assert out["intervention_rate_first_20"] > 0  # threshold 0: the human takes over at once
     agent, meta = load_agent(out["checkpoint"])
     assert meta["base_checkpoint"] == str(ckpt) and agent.cfg.ensemble == 2
@@ -66,6 +72,18 @@ def test_cli_errors(tmp_path, base_and_demos, capsys):
     rc = main(["train-rl", f"checkpoint={ckpt}", f"output_dir={tmp_path}", "videos=0", *TINY])
     assert rc == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["algo"] == "residual"
+
+
+def test_a_budget_that_ends_in_warm_up_is_refused_up_front(tmp_path, capsys):
+    # checked before the checkpoint is loaded, a run dir made or an env stepped
+    args = ["train-rl", f"checkpoint={tmp_path / 'none'}", f"output_dir={tmp_path}"]
+    assert main([*args, "total_steps=1000"]) == 2  # warmup_steps=1000 by default
+    err = capsys.readouterr().err
+    assert "total_steps=1000 ends before learning starts (warmup_steps=1000)" in err
+    assert "e.g. total_steps=2000" in err
+    assert main([*args, "total_steps=300", "warmup_steps=500", "eval_every=250"]) == 2
+    assert "e.g. total_steps=750" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
 
 
 def test_roles_and_addresses_are_checked_first(tmp_path, capsys):

@@ -24,7 +24,8 @@ class FlowTrainConfig:
     """Schedule of :func:`train_flow_pg`.
 
     Attributes:
-        total_env_steps: env steps summed over envs. eval_every: env steps between evaluations.
+        total_env_steps: env steps summed over envs (at least one rollout, see
+        :func:`check_budget`). eval_every: env steps between evaluations.
         target_success: stop once an evaluation reaches it (None: run to the end).
         seed: RNGs and the first episode seed.
     """
@@ -46,6 +47,33 @@ class FlowTrainResult:
     train_success: list[float] = field(default_factory=list)
 
 
+def check_budget(
+    cfg: FlowPGConfig, train: FlowTrainConfig, num_envs: int, *, cli: bool = False
+) -> None:
+    """Raise ValueError when ``train.total_env_steps`` cannot update the policy: it is smaller
+    than one rollout, or it ends within the critic-only warm-up rollouts. ``cli``: name the
+    settings as ``robotrl train-rl`` spells them (``total_steps``, ``flow_pg.*``)."""
+    total_name = "total_steps" if cli else "total_env_steps"
+    prefix = "flow_pg." if cli else ""
+    total, rollout = int(train.total_env_steps), int(cfg.rollout_env_steps)
+    # a rollout stops at the first whole vector step past rollout_env_steps
+    per_rollout = -(-max(rollout, 1) // max(num_envs, 1)) * max(num_envs, 1)
+    if total < max(rollout, 1):
+        raise ValueError(
+            f"{total_name}={total} is smaller than one rollout "
+            f"({prefix}rollout_env_steps={rollout}): give {total_name} >= {rollout}, "
+            f"or lower {prefix}rollout_env_steps"
+        )
+    warm = int(cfg.critic_warmup_iters) if cfg.uses_critic else 0
+    if total <= warm * per_rollout:
+        raise ValueError(
+            f"{total_name}={total} ends before the policy is updated: the first "
+            f"{prefix}critic_warmup_iters={warm} rollouts of {per_rollout} env steps train only "
+            f"the value head; give {total_name} > {warm * per_rollout}, e.g. "
+            f"{total_name}={(warm + 1) * per_rollout}, or lower {prefix}critic_warmup_iters"
+        )
+
+
 def train_flow_pg(
     policy: Any,
     venv: Any,
@@ -64,7 +92,13 @@ def train_flow_pg(
         venv: vector env with autoreset disabled (see :class:`FlowRollout`); closed at the end.
         evaluate: ``evaluate(policy) -> {"success_rate": ..., ...}``, with the ODE sampler.
         execute_horizon: Te actions executed per chunk.
+
+    The progress bar counts env steps as they are taken; its postfix shows the phase
+    (``rollout``, ``update``, ``eval``) and the latest evaluation's success rate. Raises
+    ValueError (see :func:`check_budget`) before any env step when the budget cannot update
+    the policy.
     """
+    check_budget(cfg, train, int(venv.num_envs))
     torch.manual_seed(train.seed)
     if cfg.num_steps is not None:
         policy.num_steps = int(cfg.num_steps)
@@ -76,10 +110,17 @@ def train_flow_pg(
     result = FlowTrainResult(learner=learner)
     start = time.perf_counter()
     bar = tqdm(total=train.total_env_steps, desc=cfg.algo, disable=not progress)
+    postfix: dict[str, str] = {}
+
+    def show(**values: str) -> None:  # called on phase changes only: each call redraws
+        postfix.update(values)
+        bar.set_postfix(postfix)
+
     last_logs: dict[str, float] = {}
     recent: list[bool] = []
 
     def evaluate_now() -> None:
+        show(phase="eval")
         ev = evaluate(policy)
         row = {
             "env_steps": rollout.env_steps,
@@ -92,7 +133,7 @@ def train_flow_pg(
         result.evaluations.append(row)
         if logger is not None:
             logger.log(**row)
-        bar.set_postfix(success=f"{ev['success_rate']:.2f}")
+        show(success=f"{ev['success_rate']:.2f}")
         if (
             result.steps_to_target is None
             and train.target_success is not None
@@ -106,10 +147,10 @@ def train_flow_pg(
     it = 0
     try:
         while rollout.env_steps < train.total_env_steps and result.steps_to_target is None:
-            before = rollout.env_steps
-            groups = rollout.collect(cfg.rollout_env_steps)
-            bar.update(rollout.env_steps - before)
+            show(phase="rollout")
+            groups = rollout.collect(cfg.rollout_env_steps, on_step=bar.update)
             recent += [ep.success for g in groups for ep in g]
+            show(phase="update")
             batch = learner.make_batch(groups)
             if batch is not None:
                 warm = cfg.uses_critic and it < cfg.critic_warmup_iters

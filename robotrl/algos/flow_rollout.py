@@ -14,7 +14,7 @@ continues in the next call (its chunks keep the log-probs of the weights that sa
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -183,9 +183,13 @@ class FlowRollout:
             )
             self.queues[i].extend(actions[j, : self.te])
 
-    def collect(self, min_env_steps: int) -> list[list[FlowEpisode]]:
+    def collect(
+        self, min_env_steps: int, on_step: Callable[[int], Any] | None = None
+    ) -> list[list[FlowEpisode]]:
         """Step the envs for at least ``min_env_steps`` env steps (summed over envs); return
-        the groups (lists of ``group_size`` episodes) that finished, oldest first."""
+        the groups (lists of ``group_size`` episodes) that finished, oldest first.
+        ``on_step(n)`` is called after every vector step with its ``n`` env steps (e.g. a
+        progress bar's ``update``)."""
         done_groups: list[list[FlowEpisode]] = []
         taken = 0
         while taken < min_env_steps:
@@ -197,6 +201,8 @@ class FlowRollout:
             success = np.asarray(info.get("success", np.zeros(self.n, bool)), bool)
             taken += self.n
             self.env_steps += self.n
+            if on_step is not None:
+                on_step(self.n)
             ended: list[int] = []
             for i in range(self.n):
                 ep = self.current[i]

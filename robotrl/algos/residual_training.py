@@ -37,8 +37,9 @@ class TrainConfig:
     """Schedule of :func:`train_residual`.
 
     Attributes:
-        total_steps: env steps (summed over envs). warmup_steps: env steps of base + uniform
-        noise before learning. warmup_noise: half-width of that noise [action units].
+        total_steps: env steps (summed over envs); must exceed ``warmup_steps``.
+        warmup_steps: env steps of base + uniform noise before learning.
+        warmup_noise: half-width of that noise [action units].
         critic_warmup_updates: critic-only updates before the actor starts.
         eval_every: env steps between evaluations. eval_episodes: episodes per evaluation.
         eval_seed: first evaluation seed. buffer_size: online capacity. seed: all RNGs.
@@ -68,6 +69,20 @@ class TrainResult:
     steps_to_target: int | None = None
 
 
+def check_budget(total_steps: int, warmup_steps: int, eval_every: int = 0) -> None:
+    """Raise ValueError when ``total_steps`` ends before the actor learns anything (no env step
+    after ``warmup_steps``), naming both numbers and a budget that would train."""
+    if total_steps > warmup_steps:
+        return
+    every = max(int(eval_every), 1)
+    # the first evaluation after warm-up: a budget whose last evaluation saw a trained actor
+    example = (max(warmup_steps, 0) // every + 1) * every
+    raise ValueError(
+        f"total_steps={total_steps} ends before learning starts (warmup_steps={warmup_steps}): "
+        f"give total_steps > warmup_steps, e.g. total_steps={example}, or lower warmup_steps"
+    )
+
+
 def _spec(feat_dim: int, act_dim: int) -> dict[str, tuple[tuple[int, ...], Any]]:
     # "human": 1 on transitions whose executed action came from an intervening human, "demo": 1
     # on demonstrations; the actor imitates either (ResidualConfig.intervention_bc / demo_bc)
@@ -88,10 +103,11 @@ def demo_buffer(
     featurizer: StateFeaturizer,
     cfg: ResidualConfig,
     capacity: int | None = None,
+    episodes: Sequence[int] | np.ndarray | None = None,
 ) -> ReplayBuffer:
     """Demo transitions: the demo action as executed action, the base action recomputed (a
     fresh plan) on each demo observation window, per-step rewards and episode ends from the
-    store."""
+    store. ``episodes``: which episodes to use (default all; e.g. the intact ones)."""
     act_dim = int(store.array("action").shape[1])
     buf = ReplayBuffer(
         capacity or max(store.num_steps, 1),
@@ -102,8 +118,8 @@ def demo_buffer(
     )
     keys = [*base.config["state_dims"], *base.config.get("image_keys", [])]
     needed = list(dict.fromkeys([*keys, *featurizer.keys]))
-    for i in range(store.num_episodes):
-        full = store.episode(i)
+    for i in range(store.num_episodes) if episodes is None else episodes:
+        full = store.episode(int(i))
         t_len = len(full["action"])
         obs_seq = [{k: full[k][t] for k in needed} for t in range(t_len)]
         obs_seq.append({k: np.asarray(full["final_obs"][k]) for k in needed})
@@ -232,7 +248,13 @@ def train_residual(
     """Train a residual actor on the frozen ``base``; see the module docstring.
     ``vector_env``: the training envs live elsewhere (Ray workers, see
     :class:`~robotrl.algos.residual_rollout.ResidualRollout`); evaluation still uses
-    ``make_env`` in this process."""
+    ``make_env`` in this process.
+
+    The progress bar counts env steps; its postfix shows the phase (``warm-up``,
+    ``critic warm-up i/N``, ``train``, ``eval``) and the latest evaluation's success rate.
+    Raises ValueError, before any env is made, when ``train.total_steps`` does not exceed
+    ``train.warmup_steps``."""
+    check_budget(train.total_steps, train.warmup_steps, train.eval_every)
     rng = np.random.default_rng(train.seed)
     torch.manual_seed(train.seed)
     freeze(base)
@@ -258,11 +280,19 @@ def train_residual(
     result = TrainResult(agent=agent, episodes=rollout.episodes)
     start = time.perf_counter()
     bar = tqdm(total=train.total_steps, desc="residual", disable=not progress)
+    postfix: dict[str, str] = {}
+
+    def show(**values: str) -> None:  # called on phase changes only: each call redraws
+        postfix.update(values)
+        bar.set_postfix(postfix)
+
     critic_warm = False
     last_logs: dict[str, float] = {}
     tick = time.perf_counter()
 
     def evaluate_now() -> None:
+        phase = postfix.get("phase", "warm-up")
+        show(phase="eval")
         ev = evaluate_residual(
             agent, base, featurizer, make_env, train.eval_episodes, train.eval_seed, execute_horizon
         )
@@ -276,7 +306,7 @@ def train_residual(
         result.evaluations.append(row)
         if logger is not None:
             logger.log(**row)
-        bar.set_postfix(success=f"{ev['success_rate']:.2f}")
+        show(phase=phase, success=f"{ev['success_rate']:.2f}")
         if (
             result.steps_to_target is None
             and train.target_success is not None
@@ -284,6 +314,16 @@ def train_residual(
         ):
             result.steps_to_target = rollout.env_steps
 
+    def critic_warmup() -> None:
+        n = train.critic_warmup_updates
+        for i in range(n):
+            # no env step moves the bar meanwhile: the postfix shows that work goes on
+            if i % 50 == 0:
+                show(phase=f"critic warm-up {i}/{n}")
+            agent.update(replay.sample(cfg.batch_size, rng), update_actor=False)
+        show(phase="train")
+
+    show(phase="warm-up")
     evaluate_now()  # the base alone (the residual starts at zero)
     while rollout.env_steps < train.total_steps:
         feats, a_b = rollout.observe(sink)
@@ -296,8 +336,7 @@ def train_residual(
         env_steps = rollout.env_steps
         if env_steps >= train.warmup_steps:
             if not critic_warm:
-                for _ in range(train.critic_warmup_updates):
-                    agent.update(replay.sample(cfg.batch_size, rng), update_actor=False)
+                critic_warmup()
                 critic_warm = True
             for _ in range(cfg.utd * num_envs):
                 last_logs = agent.update(replay.sample(cfg.batch_size, rng))

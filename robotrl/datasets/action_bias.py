@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from robotrl.datasets.episode_store import EpisodeStore, EpisodeStoreError
+from robotrl.datasets.integrity import intact_episodes
 
 
 def copy_with_action_bias(
@@ -21,6 +22,7 @@ def copy_with_action_bias(
     for append (close it when done).
     """
     with EpisodeStore.open(src) as store:
+        intact_episodes(store)  # never copy damaged data into a fresh, checksummed store
         b = np.asarray(bias, np.float32)
         if b.shape != store.array("action").shape[1:]:
             raise EpisodeStoreError(

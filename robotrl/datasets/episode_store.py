@@ -23,6 +23,12 @@ v3 reader opens the images. JPEG would be 3.7x smaller; at 2 cameras x 20 Hz blo
 Crash safety: only the ``commit`` record in the root attributes says what exists; the commit
 protocol is :mod:`robotrl.datasets.store_commit`. One writer at a time (``flock`` on the root
 directory, released by the kernel when the process dies).
+
+Integrity: every commit records a checksum of each array's rows of the episode
+(:mod:`robotrl.datasets.integrity`). Opening a store runs the quick structural check (missing
+or empty chunk files, unreadable array metadata, the checksum chain) and refuses a damaged
+store with :class:`~robotrl.datasets.integrity.DamagedStoreError`; readers that train on the
+data also run the content check on the keys they read.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ import numpy as np
 import zarr
 
 from robotrl.datasets.durable_store import DurableLocalStore, lock_writer, write_root_attrs
+from robotrl.datasets.integrity import ALGORITHM, DamagedStoreError, structure_damage
 from robotrl.datasets.store_commit import commit_episode
 from robotrl.datasets.store_layout import (
     ARRAY_CODEC,
@@ -50,6 +57,7 @@ from robotrl.datasets.store_layout import (
     META_FIELDS,
     SCHEMA_VERSION,
     STATE_CHUNK_ROWS,
+    WRITE_ALL_CHUNKS,
     EpisodeStoreError,
     create_array,
     read_root_attrs,
@@ -124,6 +132,8 @@ class EpisodeStore:
             durable: fsync on every commit (turn off only for throwaway data).
         """
         root = Path(path)
+        if root.exists() and not root.is_dir():
+            raise EpisodeStoreError(f"{root} is a file; give a directory for the new store")
         if root.exists() and any(root.iterdir()):
             if exist_ok:
                 return cls.open(root, mode="a", durable=durable)
@@ -140,7 +150,14 @@ class EpisodeStore:
             "created_by": created_by,
             "created_at": datetime.now(UTC).isoformat(),
             "keys": {},
-            "commit": {"num_episodes": 0, "num_steps": 0, "seq": 0, "time": time.time()},
+            "checksums": {"algorithm": ALGORITHM, "items": [], "complete_chunks": True},
+            "commit": {
+                "num_episodes": 0,
+                "num_steps": 0,
+                "seq": 0,
+                "time": time.time(),
+                "chain": "",
+            },
         }
         zs = DurableLocalStore(root)
         group = zarr.create_group(store=zs, zarr_format=3)
@@ -156,10 +173,21 @@ class EpisodeStore:
 
     @classmethod
     def open(
-        cls, path: str | os.PathLike[str], mode: str = "r", *, durable: bool = True
+        cls,
+        path: str | os.PathLike[str],
+        mode: str = "r",
+        *,
+        durable: bool = True,
+        check: bool = True,
     ) -> EpisodeStore:
         """Open an existing store. ``mode="r"`` reads; ``"a"`` appends (takes the writer lock
-        and repairs rows left by an interrupted commit). Raises :class:`EpisodeStoreError`."""
+        and repairs rows left by an interrupted commit).
+
+        ``check``: run the quick structural check and raise
+        :class:`~robotrl.datasets.integrity.DamagedStoreError` (one line naming the damaged
+        file) if it finds damage; ``False`` opens a damaged store for inspection (verify,
+        repair, ``exclude_damaged``). Raises :class:`EpisodeStoreError` for anything that is
+        not a readable store."""
         if mode not in ("r", "a"):
             raise EpisodeStoreError(f"mode must be 'r' or 'a', got {mode!r}")
         root = Path(path)
@@ -168,6 +196,10 @@ class EpisodeStore:
         try:
             store = cls(root, mode, attrs, durable)
             store._lock_fd = lock_fd
+            if check:
+                damage = structure_damage(store)
+                if damage:
+                    raise DamagedStoreError(root, damage)
             if mode == "a":
                 from robotrl.datasets.store_check import repair_open_store
 
@@ -322,9 +354,16 @@ class EpisodeStore:
         arr = self._arrays.get(cache_key)
         if arr is None:
             try:
-                arr = group[name]
+                node = group[name]
             except KeyError:
                 raise EpisodeStoreError(f"{self.path}: array {cache_key} is missing") from None
+            except Exception as e:  # unreadable zarr.json: name the file, not the parser
+                raise EpisodeStoreError(
+                    f"{self.path}/{cache_key}/zarr.json is unreadable ({e})"
+                ) from e
+            if not isinstance(node, zarr.Array):
+                raise EpisodeStoreError(f"{self.path}/{cache_key} is a group, not an array")
+            arr = node.with_config(WRITE_ALL_CHUNKS)
             self._arrays[cache_key] = arr
         return arr
 

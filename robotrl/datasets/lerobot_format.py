@@ -70,6 +70,7 @@ from robotrl.datasets.episode_store import (
     EpisodeStore,
     to_key,
 )
+from robotrl.datasets.integrity import intact_episodes
 from robotrl.datasets.lerobot_files import (
     CHUNKS_SIZE,
     CODEBASE_VERSION,
@@ -193,6 +194,7 @@ def export_lerobot(
     with EpisodeStore.open(store_path, mode="r") as store:
         if store.num_episodes == 0:
             raise LeRobotFormatError(f"{store.path} has no episodes to export")
+        intact_episodes(store)  # a damaged store is refused (DamagedStoreError), not exported
         fps = store.fps
         if video and not float(fps).is_integer():
             raise LeRobotFormatError(f"video export needs an integer fps, store has {fps}")

@@ -23,7 +23,6 @@ from robotrl.datasets.episode_store import (
     FINAL_PREFIX,
     FORMAT,
     META_FIELDS,
-    SCHEMA_VERSION,
     EpisodeStore,
 )
 from robotrl.datasets.lerobot_files import (
@@ -38,6 +37,7 @@ from robotrl.datasets.lerobot_files import (
     read_tasks,
     read_video,
 )
+from robotrl.datasets.store_layout import READABLE_SCHEMA_VERSIONS
 
 
 @dataclass(frozen=True)
@@ -159,8 +159,11 @@ def _import_plan(info: dict[str, Any]) -> tuple[list[_Column], dict[str, Any]]:
     """Store columns to read and the ``EpisodeStore.create`` arguments."""
     block = info.get("robotrl")
     if block is not None:
-        if block.get("format") != FORMAT or block.get("schema_version") != SCHEMA_VERSION:
-            raise LeRobotFormatError(f"info.json robotrl block is not schema {SCHEMA_VERSION}")
+        if (
+            block.get("format") != FORMAT
+            or block.get("schema_version") not in READABLE_SCHEMA_VERSIONS
+        ):
+            raise LeRobotFormatError("info.json robotrl block is not a schema this code reads")
         cols = [
             _Column(
                 name,

@@ -75,6 +75,24 @@ def split_episodes(
     return ~val, val
 
 
+def selected_runs(
+    episode_ends: np.ndarray, episode_mask: np.ndarray, max_rows: int | None = None
+) -> list[tuple[int, int]]:
+    """Row ranges [r0, r1) covering the selected episodes: consecutive selected episodes are
+    merged, and a range longer than ``max_rows`` is split."""
+    ends = np.asarray(episode_ends, dtype=np.int64)
+    starts = np.concatenate([[0], ends[:-1]])
+    runs: list[tuple[int, int]] = []
+    for i in np.flatnonzero(np.asarray(episode_mask, bool)):
+        if runs and runs[-1][1] == starts[i]:
+            runs[-1] = (runs[-1][0], int(ends[i]))
+        else:
+            runs.append((int(starts[i]), int(ends[i])))
+    if max_rows is None:
+        return runs
+    return [(b, min(r1, b + max_rows)) for r0, r1 in runs for b in range(r0, r1, max_rows)]
+
+
 def compute_stats(
     store: EpisodeStore, keys: Sequence[str], episode_mask: np.ndarray | None = None
 ) -> dict[str, dict[str, np.ndarray]]:
@@ -84,21 +102,16 @@ def compute_stats(
     (population std). Streams the data in blocks, so it works on stores larger than RAM.
     """
     mask = np.ones(store.num_episodes, bool) if episode_mask is None else episode_mask
-    ends = store.episode_ends
-    starts = np.concatenate([[0], ends[:-1]])
-    row_mask = np.repeat(np.asarray(mask, bool), ends - starts)
-    if not row_mask.any():
+    runs = selected_runs(store.episode_ends, mask, STATS_BLOCK_ROWS)
+    if not runs:
         raise ValueError("no rows selected to compute statistics from")
     out: dict[str, dict[str, np.ndarray]] = {}
     for key in keys:
         arr = store.array(key)
         total, s, ss = 0, 0.0, 0.0
         lo = hi = None
-        for b in range(0, store.num_steps, STATS_BLOCK_ROWS):
-            sel = row_mask[b : b + STATS_BLOCK_ROWS]
-            if not sel.any():
-                continue
-            x = np.asarray(arr[b : b + len(sel)], dtype=np.float64)[sel]
+        for r0, r1 in runs:  # only the selected episodes' rows are read (damaged ones are not)
+            x = np.asarray(arr[r0:r1], dtype=np.float64)
             total += len(x)
             s = s + x.sum(0)
             ss = ss + np.square(x).sum(0)
@@ -170,7 +183,7 @@ class SequenceDataset(Dataset):
         )
         self.cached = bool(nbytes <= cache_bytes)
         self._arrays: dict[str, Any] = {
-            k: (store.get(k) if self.cached else store.array(k)) for k in keys
+            k: (_read_selected(store, k, mask) if self.cached else store.array(k)) for k in keys
         }
 
     def __len__(self) -> int:
@@ -207,6 +220,18 @@ class SequenceDataset(Dataset):
             "action": batch["action"][0],
             "episode": batch["episode"][0],
         }
+
+
+def _read_selected(store: EpisodeStore, key: str, episode_mask: np.ndarray) -> np.ndarray:
+    """All T rows of ``key`` in memory, only the selected episodes' rows read (others zero):
+    episodes left out for damage are never decoded."""
+    if np.all(episode_mask):
+        return store.get(key)
+    arr = store.array(key)
+    out = np.zeros((store.num_steps, *arr.shape[1:]), arr.dtype)
+    for r0, r1 in selected_runs(store.episode_ends, episode_mask):
+        out[r0:r1] = arr[r0:r1]
+    return out
 
 
 def _batch_as_is(batch: Any) -> Any:

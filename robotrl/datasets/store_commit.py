@@ -19,10 +19,12 @@ import numpy as np
 import zarr
 
 from robotrl.datasets.durable_store import write_root_attrs
+from robotrl.datasets.integrity import CHECKSUMS, ChecksumItems, chain, episode_checksums
 from robotrl.datasets.store_layout import (
     FINAL_PREFIX,
     IMAGE_CODEC,
     META_CHUNK_ROWS,
+    META_FIELDS,
     STATE_CHUNK_ROWS,
     EpisodeStoreError,
     create_array,
@@ -66,6 +68,16 @@ def commit_episode(
         )
     n0, t0 = store.num_episodes, store.num_steps
     length = len(next(iter(columns.values())))
+    sealed = "checksums" in store._attrs
+    if sealed:
+        items = ChecksumItems.from_attrs(store._attrs) or ChecksumItems()
+        if not items.items:  # the first commit fixes what a checksum row covers
+            items = ChecksumItems.for_schema(schema)
+        stored_meta = {
+            field: np.asarray(value, dtype=_meta_dtype(field))
+            for field, value in (*meta.items(), ("episode_ends", t0 + length))
+        }
+        sums = episode_checksums(items, columns, final_obs, stored_meta)
     try:
         for name, rows in columns.items():
             arr = require_array(store, store._data, name, rows.shape[1:], rows.dtype, t0)
@@ -80,6 +92,10 @@ def commit_episode(
             arr = store._meta_array(field)
             arr.resize((n0 + 1,))
             arr[n0] = value
+        if sealed:
+            arr = require_array(store, store._meta, CHECKSUMS, sums.shape, sums.dtype, n0)
+            arr.resize((n0 + 1, *sums.shape))
+            arr[n0] = sums
         if store.durable:
             store._zstore.sync()
         attrs = dict(store._attrs)
@@ -90,6 +106,9 @@ def commit_episode(
             "seq": int(store._attrs["commit"].get("seq", 0)) + 1,
             "time": time.time(),
         }
+        if sealed:
+            attrs["checksums"] = {**store._attrs["checksums"], **items.to_attrs()}
+            attrs["commit"]["chain"] = chain(store._attrs["commit"].get("chain", ""), sums)
         write_root_attrs(store.path, attrs)  # the commit point
         store._attrs = attrs
     except BaseException as e:  # ENOSPC, Ctrl-C, ...: drop the partial rows, keep the rest
@@ -131,3 +150,11 @@ def require_array(
     chunk = 1 if image else STATE_CHUNK_ROWS if group is store._data else META_CHUNK_ROWS
     create_array(group, name, tuple(shape), dtype, chunk, IMAGE_CODEC if image else None)
     return store._array(group, name)
+
+
+def _meta_dtype(field: str) -> Any:
+    """The numpy dtype a metadata field is stored in (str fields as Python str)."""
+    if field == "episode_ends":
+        return np.int64
+    dtype = META_FIELDS[field]
+    return object if dtype is str else dtype

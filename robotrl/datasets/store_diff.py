@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from robotrl.datasets.episode_store import EpisodeStore
+from robotrl.datasets.integrity import CHECKSUMS
 
 WALL_CLOCK_KEYS = ("timestamp",)
 WALL_CLOCK_META = ("duration_s", "start_time")
@@ -23,7 +24,12 @@ WALL_CLOCK_META = ("duration_s", "start_time")
 
 def _meta_fields(store: EpisodeStore) -> set[str]:
     meta = Path(store.path) / "meta"
-    return {p.name for p in meta.iterdir() if p.is_dir() and not p.name.startswith("final_obs.")}
+    # checksums are derived from the rest (and cover wall-clock fields): never compared
+    return {
+        p.name
+        for p in meta.iterdir()
+        if p.is_dir() and not p.name.startswith("final_obs.") and p.name != CHECKSUMS
+    }
 
 
 def diff_stores(
