@@ -9,7 +9,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from robotrl.datasets import EpisodeStore, repair, verify
-from robotrl.datasets.integrity import structure_damage
+from robotrl.datasets.integrity import content_damage, structure_damage
 
 
 def dataset_info(cfg: DictConfig) -> dict[str, Any]:
@@ -17,42 +17,51 @@ def dataset_info(cfg: DictConfig) -> dict[str, Any]:
     any; ``robotrl dataset verify`` checks the content too)."""
     with EpisodeStore.open(cfg.path, mode="r", check=False) as store:
         damage = [str(d) for d in structure_damage(store)]
-        if damage:
-            return {
-                "command": "dataset info",
-                "path": str(cfg.path),
-                "episodes": store.num_episodes,
-                "steps": store.num_steps,
-                "damage": damage,
-                "advice": f"robotrl dataset verify {cfg.path} lists every damaged file",
-                "exit_code": 1,
-            }
-        n = store.num_episodes
-        lengths = store.episode_lengths
-        keys = {
-            spec["key"]: {"shape": spec["shape"], "dtype": spec["dtype"]}
-            for spec in store.attrs["keys"].values()
-        }
-        success = store.meta("success") if n else np.zeros(0, bool)
-        tasks = sorted(set(store.meta("task").tolist())) if n else []
+        if not damage:
+            try:
+                return _info(cfg, store)
+            except Exception:  # unreadable metadata: name the file instead of a traceback
+                damage = [str(d) for d in content_damage(store, keys=[])]
+                if not damage:
+                    raise
         return {
             "command": "dataset info",
             "path": str(cfg.path),
-            "robot": store.attrs.get("robot"),
-            "fps": store.fps,
-            "episodes": n,
+            "episodes": store.num_episodes,
             "steps": store.num_steps,
-            "episode_length": {
-                "min": int(lengths.min()) if n else 0,
-                "mean": round(float(lengths.mean()), 2) if n else 0.0,
-                "max": int(lengths.max()) if n else 0,
-            },
-            "success_rate": round(float(success.mean()), 4) if n else None,
-            "intervention_steps": int(store.meta("intervention_steps").sum()) if n else 0,
-            "tasks": tasks,
-            "keys": keys,
-            "schema_version": store.attrs.get("schema_version"),
+            "damage": damage,
+            "advice": f"robotrl dataset verify {cfg.path} lists every damaged file",
+            "exit_code": 1,
         }
+
+
+def _info(cfg: DictConfig, store: EpisodeStore) -> dict[str, Any]:
+    n = store.num_episodes
+    lengths = store.episode_lengths
+    keys = {
+        spec["key"]: {"shape": spec["shape"], "dtype": spec["dtype"]}
+        for spec in store.attrs["keys"].values()
+    }
+    success = store.meta("success") if n else np.zeros(0, bool)
+    tasks = sorted(set(store.meta("task").tolist())) if n else []
+    return {
+        "command": "dataset info",
+        "path": str(cfg.path),
+        "robot": store.attrs.get("robot"),
+        "fps": store.fps,
+        "episodes": n,
+        "steps": store.num_steps,
+        "episode_length": {
+            "min": int(lengths.min()) if n else 0,
+            "mean": round(float(lengths.mean()), 2) if n else 0.0,
+            "max": int(lengths.max()) if n else 0,
+        },
+        "success_rate": round(float(success.mean()), 4) if n else None,
+        "intervention_steps": int(store.meta("intervention_steps").sum()) if n else 0,
+        "tasks": tasks,
+        "keys": keys,
+        "schema_version": store.attrs.get("schema_version"),
+    }
 
 
 def dataset_verify(cfg: DictConfig) -> dict[str, Any]:

@@ -69,6 +69,10 @@ def _truncate_metadata(path: Path) -> None:
     meta.write_text(meta.read_text()[:120])
 
 
+def _empty_meta_chunk(path: Path) -> None:
+    (path / "meta/success/c.0").write_bytes(b"")
+
+
 def _foreign_chunk(path: Path) -> None:
     # same shape and dtype (7 floats a row): decodes fine, holds another array's values
     shutil.copy(path / "data/state.joint_pos/c.1.0", path / "data/action/c.1.0")
@@ -79,6 +83,7 @@ DAMAGE: dict[str, tuple[Callable[[Path], None], str, str]] = {
     "flipped bytes": (_flip, "data/action/c.1.0", ""),
     "truncated chunk": (_truncate, "data/action/c.1.0", "cannot be decoded"),
     "truncated metadata": (_truncate_metadata, "data/action/zarr.json", "is unreadable"),
+    "emptied metadata chunk": (_empty_meta_chunk, "meta/success/c.0", "cannot be decoded"),
     "chunk from another array": (_foreign_chunk, "data/action/c.1.0", "differs from its checksum"),
 }
 
@@ -111,6 +116,10 @@ def test_damage_is_found_named_and_refused(kind: str, store_path: Path, capsys) 
 
     assert main(["dataset", "verify", f"path={store_path}", "progress=false"]) == 1
     capsys.readouterr()
+    if kind in ("deleted chunk", "truncated metadata", "emptied metadata chunk"):  # info sees it
+        assert main(["dataset", "info", str(store_path)]) == 1
+        info = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert any(file in d for d in info["damage"]), info
     args = [f"dataset={store_path}", "steps=2", "batch_size=8", "eval_episodes=0", "hidden=16"]
     code = main(["train-bc", *args, f"output_dir={store_path.parent}", "progress=false"])
     err = capsys.readouterr().err.strip().splitlines()
@@ -126,6 +135,8 @@ def test_a_missing_chunk_never_reads_as_zeros(store_path: Path) -> None:
         EpisodeStore.open(store_path, mode="a")  # no appending to a damaged store
     with EpisodeStore.open(store_path, check=False) as s:
         assert [d.file for d in structure_damage(s)] == ["data/action/c.1.0"]
+    # named once: the zeros zarr would read there also fail the checksum, not reported twice
+    assert len(verify(store_path)["errors"]) == 1
 
 
 def test_flipped_bytes_are_found_by_the_content_check_only(store_path: Path) -> None:

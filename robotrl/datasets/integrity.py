@@ -229,6 +229,13 @@ def content_damage(
     return found
 
 
+def merge_damage(structure: list[Damage], content: list[Damage]) -> list[Damage]:
+    """Both checks' findings, a file named by the structural check not repeated (a missing
+    chunk also fails its checksum)."""
+    named = {d.file for d in structure}
+    return structure + [d for d in content if d.file not in named]
+
+
 def intact_episodes(
     store: EpisodeStore,
     keys: Iterable[str] | None = None,
@@ -243,7 +250,7 @@ def intact_episodes(
     """
     damage = structure_damage(store)
     if not any(not d.episodes for d in damage):
-        damage += content_damage(store, keys)
+        damage = merge_damage(damage, content_damage(store, keys))
     mask = np.ones(store.num_episodes, bool)
     if not damage:
         return mask

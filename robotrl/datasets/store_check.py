@@ -32,6 +32,7 @@ from robotrl.datasets.integrity import (
     chain_of,
     content_damage,
     digest,
+    merge_damage,
     row_bytes,
     structure_damage,
 )
@@ -72,7 +73,7 @@ def verify(
                 disable=not progress,
                 file=sys.stderr,
             ) as bar:
-                damage += content_damage(store, progress=bar.update)
+                damage = merge_damage(damage, content_damage(store, progress=bar.update))
         if "checksums" not in store.attrs:
             warnings.append(
                 "written without checksums (schema_version 1): only decodability is checked; "
