@@ -259,11 +259,26 @@ def _debug_env() -> bool:
     return os.environ.get("ROBOTRL_DEBUG", "").strip().lower() not in ("", "0", "false", "no")
 
 
+def _set_threads(cfg: DictConfig) -> None:
+    """torch intra-op threads from the command's ``threads`` key (null: torch's default, one
+    per core)."""
+    threads = cfg.get("threads") if "threads" in cfg else None
+    if threads is not None:
+        if int(threads) < 1:
+            raise ValueError(f"threads must be >= 1 or null, got {threads}")
+        import torch
+
+        torch.set_num_threads(int(threads))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``robotrl <command> [overrides]``: the command's JSON summary on stdout and its exit
     code (0 ok, 1 ran but found damage, 2 bad input, 130 interrupted); errors are one line on
     stderr unless ``--debug`` / ``ROBOTRL_DEBUG=1`` asks for the traceback."""
     os.environ.setdefault("MUJOCO_GL", "egl")
+    # OpenMP workers that wait for work sleep instead of spinning: two commands sharing the
+    # cores otherwise burn each other's time (~10x slower each; bench/concurrency.py)
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     args_in = list(sys.argv[1:] if argv is None else argv)
     # --debug is no override (those are key=value), so it is taken from anywhere
     debug = "--debug" in args_in or _debug_env()
@@ -293,6 +308,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"missing required key '{missing[0]}' (give {how}{missing[0]}=...)"
             )
         stage = "run"
+        _set_threads(cfg)
         from robotrl.run import emit_summary
 
         summary = runner(cfg)

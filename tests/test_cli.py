@@ -1,6 +1,7 @@
 """The console script: overrides, errors, one JSON line on stdout."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -291,3 +292,18 @@ def test_unknown_backend_is_one_line_with_the_backend_names(monkeypatch, capsys)
         "robotrl eval: unknown backend 'gazebo'; available: "
         + str(sorted(["mujoco", *sim.registry.BACKENDS]))
     )
+
+
+def test_threads_key_sets_torch_threads_and_rejects_zero(tmp_path, capsys, monkeypatch):
+    import torch
+
+    before = torch.get_num_threads()
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    try:
+        assert main(["eval", str(tmp_path / "nope"), "threads=0"]) == 2
+        assert "threads must be >= 1" in capsys.readouterr().err
+        assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"  # idle OpenMP workers sleep
+        main(["eval", str(tmp_path / "nope"), "threads=1"])  # fails later: no checkpoint
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
