@@ -28,7 +28,7 @@ trap 'rm -f "$pins"' EXIT
 "$py" -m pip freeze | grep -iE '^(torch|torchvision|torchcodec|numpy|pyarrow)==' > "$pins"
 "$py" -m pip install -q --no-deps -e "$repo"
 # mujoco + gymnasium: the sim, for rollouts of LeRobotPolicyAdapter (tests/test_lerobot_adapter.py)
-"$py" -m pip install -q -c "$pins" "zarr>=3.0" "pyarrow>=21" "pytest>=8" "mujoco>=3.2" "gymnasium>=1.0"
+"$py" -m pip install -q -c "$pins" "zarr>=3.1" "pyarrow>=21" "pytest>=8" "mujoco>=3.2" "gymnasium>=1.0"
 "$py" - <<'EOF'
 import lerobot.datasets.lerobot_dataset  # noqa: F401
 import torch

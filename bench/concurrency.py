@@ -3,10 +3,11 @@
 The workload is the residual learner's update at its default configuration (the bulk of a
 ``robotrl train-rl`` run's time), in a fresh process per run. Variants:
 
-- ``spin``: OpenMP workers busy-wait for work (``OMP_WAIT_POLICY=ACTIVE``), torch's default
-  threads: what two commands did before the CLI set the wait policy;
-- ``robotrl``: the CLI's setting (``OMP_WAIT_POLICY=PASSIVE``), torch's default threads;
-- ``one_thread``: ``threads=1`` in each run.
+- ``libgomp_default``: idle OpenMP workers spin 300 000 times before sleeping (libgomp's
+  default, what two commands did before the CLI set the spin count), one thread per core;
+- ``robotrl``: the CLI's setting (``GOMP_SPINCOUNT=3000``), one thread per core;
+- ``passive``: idle workers sleep at once (``OMP_WAIT_POLICY=PASSIVE``), one thread per core;
+- ``one_thread``: ``threads=1`` in each run (with the CLI's spin count).
 
 ``pair_over_solo`` is each run's updates/s beside the other, as a share of the same variant's
 solo updates/s (the issue's target: >= 0.4).
@@ -47,14 +48,16 @@ print(updates / (time.perf_counter() - t0))
 """
 
 VARIANTS = {
-    "spin": ({"OMP_WAIT_POLICY": "ACTIVE"}, 0),
-    "robotrl": ({"OMP_WAIT_POLICY": "PASSIVE"}, 0),
-    "one_thread": ({"OMP_WAIT_POLICY": "PASSIVE"}, 1),
+    "libgomp_default": ({"GOMP_SPINCOUNT": "300000"}, 0),
+    "robotrl": ({"GOMP_SPINCOUNT": "3000"}, 0),
+    "passive": ({"OMP_WAIT_POLICY": "PASSIVE"}, 0),
+    "one_thread": ({"GOMP_SPINCOUNT": "3000"}, 1),
 }
 
 
 def _start(env: dict[str, str], threads: int, updates: int) -> subprocess.Popen:
-    full = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    drop = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+    full = {k: v for k, v in os.environ.items() if k not in drop}
     full.update(env)
     cmd = [sys.executable, "-c", WORKLOAD, str(threads), str(updates)]
     return subprocess.Popen(cmd, env=full, stdout=subprocess.PIPE, text=True)

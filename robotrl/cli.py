@@ -259,6 +259,9 @@ def _debug_env() -> bool:
     return os.environ.get("ROBOTRL_DEBUG", "").strip().lower() not in ("", "0", "false", "no")
 
 
+SPIN_COUNT = "3000"  # GOMP_SPINCOUNT the CLI sets unless the user chose a wait policy
+
+
 def _set_threads(cfg: DictConfig) -> None:
     """torch intra-op threads from the command's ``threads`` key (null: torch's default, one
     per core)."""
@@ -276,9 +279,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     code (0 ok, 1 ran but found damage, 2 bad input, 130 interrupted); errors are one line on
     stderr unless ``--debug`` / ``ROBOTRL_DEBUG=1`` asks for the traceback."""
     os.environ.setdefault("MUJOCO_GL", "egl")
-    # OpenMP workers that wait for work sleep instead of spinning: two commands sharing the
-    # cores otherwise burn each other's time (~10x slower each; bench/concurrency.py)
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # OpenMP workers spin briefly, then sleep, while they wait for work: libgomp's default spin
+    # lets two commands on shared cores burn each other's time (5-20x slower each), sleeping
+    # at once halves BC's speed alone; bench/concurrency.py and docs/concurrency.md
+    if "OMP_WAIT_POLICY" not in os.environ:
+        os.environ.setdefault("GOMP_SPINCOUNT", SPIN_COUNT)
     args_in = list(sys.argv[1:] if argv is None else argv)
     # --debug is no override (those are key=value), so it is taken from anywhere
     debug = "--debug" in args_in or _debug_env()

@@ -7,5 +7,5 @@ import os
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "2")
-# idle OpenMP workers sleep: tests that start processes share the cores (as the CLI does)
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# idle OpenMP workers spin briefly, then sleep: tests that start processes share the cores
+os.environ.setdefault("GOMP_SPINCOUNT", "3000")
