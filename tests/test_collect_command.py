@@ -53,3 +53,12 @@ def test_collect_rejects_bad_viewer_and_device(tmp_path, capsys):
     assert main(["collect", "viewer=maybe", f"out={tmp_path / 'x.zarr'}"]) == 2
     assert main(["collect", "device=joystick9", f"out={tmp_path / 'x.zarr'}"]) == 2
     assert "available" in capsys.readouterr().err
+
+
+def test_collect_into_a_file_is_one_line(tmp_path, capsys):
+    target = tmp_path / "README.md"
+    target.write_text("not a store")
+    code = main(["collect", "task=reach", "device=expert", "episodes=1", f"out={target}"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "is a file; give a directory" in err[0], err
+    assert target.read_text() == "not a store"

@@ -78,3 +78,9 @@ def test_read_root_attrs_checks_format_version_and_commit(tmp_path: Path) -> Non
     zarr.create_array(str(tmp_path / "arr"), shape=(2,), dtype="i4", zarr_format=3)
     with pytest.raises(EpisodeStoreError, match="expected a zarr v3 group"):
         read_root_attrs(tmp_path / "arr")
+
+
+def test_a_file_is_not_taken_for_a_store(tmp_path: Path) -> None:
+    (tmp_path / "README.md").write_text("text")
+    with pytest.raises(EpisodeStoreError, match=r"README\.md is a file, not an episode store"):
+        read_root_attrs(tmp_path / "README.md")
