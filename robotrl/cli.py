@@ -265,7 +265,7 @@ SPIN_COUNT = "3000"  # GOMP_SPINCOUNT the CLI sets unless the user chose a wait 
 def _set_threads(cfg: DictConfig) -> None:
     """torch intra-op threads from the command's ``threads`` key (null: torch's default, one
     per core)."""
-    threads = cfg.get("threads") if "threads" in cfg else None
+    threads = cfg.get("threads")
     if threads is not None:
         if int(threads) < 1:
             raise ValueError(f"threads must be >= 1 or null, got {threads}")

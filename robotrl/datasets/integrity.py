@@ -167,7 +167,7 @@ def structure_damage(store: EpisodeStore) -> list[Damage]:
     and the checksum rows match the commit record. Decodes no data."""
     found: list[Damage] = []
     n = store.num_episodes
-    ends = _episode_ends_or_none(store, found)
+    ends = _episode_ends_or_none(store)
     complete = bool(store.attrs.get("checksums", {}).get("complete_chunks"))
     for group, name, rows in _store_arrays(store):
         rel = f"{group}/{name}"
@@ -329,7 +329,7 @@ def _array_meta(
     return shape, chunks[0], key_of
 
 
-def _episode_ends_or_none(store: EpisodeStore, found: list[Damage]) -> np.ndarray | None:
+def _episode_ends_or_none(store: EpisodeStore) -> np.ndarray | None:
     try:
         return store.episode_ends.astype(np.int64)
     except Exception:  # the structure check below names the file
@@ -373,34 +373,10 @@ def _check_array(
     """Decode rows [0, rows) of ``arr`` block by block, hashing each episode's rows
     [starts[i], stops[i]) and comparing with ``expected[i]``."""
     chunk_rows = int(arr.chunks[0])
-    row_nbytes = max(1, int(np.prod(arr.shape[1:], dtype=np.int64)) * arr.dtype.itemsize)
-    block = max(1, READ_BLOCK_BYTES // (row_nbytes * chunk_rows)) * chunk_rows
     meta = _array_meta(store.path, rel, [])
     key_of = meta[2] if meta else (lambda c: f"c{c}")
-    bad_chunks: dict[int, str] = {}
-    hashers: dict[int, Any] = {}
-    mismatched: list[int] = []
-    ep = 0  # first episode not yet finished
-    for b0 in range(0, rows, block):
-        b1 = min(rows, b0 + block)
-        values, failed = _decode_block(arr, b0, b1, chunk_rows)
-        bad_chunks.update(failed)
-        if progress is not None:
-            progress((b1 - b0) * row_nbytes)
-        if expected is None:
-            continue
-        i = ep
-        while i < len(starts) and starts[i] < b1:
-            lo, hi = max(int(starts[i]), b0), min(int(stops[i]), b1)
-            h = hashers.setdefault(i, hashlib.blake2b(digest_size=8))
-            if hi > lo:
-                h.update(row_bytes(values[lo - b0 : hi - b0]))
-            if stops[i] <= b1:
-                got = int.from_bytes(hashers.pop(i).digest(), "little")
-                if got != int(expected[i]):
-                    mismatched.append(i)
-                ep = i + 1
-            i += 1
+    digests, bad_chunks = episode_digests(arr, rows, starts, stops, progress=progress)
+    mismatched = [] if expected is None else np.flatnonzero(digests != expected).tolist()
     found = []
     for c, problem in sorted(bad_chunks.items()):
         lo, hi = c * chunk_rows, min(rows, (c + 1) * chunk_rows)
@@ -412,6 +388,44 @@ def _check_array(
     if rel.endswith(("/episode_ends", f"/{CHECKSUMS}")):
         found = [Damage(d.file, d.problem) for d in found]  # every episode depends on them
     return found
+
+
+def episode_digests(
+    arr: Any,
+    rows: int,
+    starts: np.ndarray,
+    stops: np.ndarray,
+    *,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[np.ndarray, dict[int, str]]:
+    """Hash rows [starts[i], stops[i]) of ``arr`` for every i, decoding rows [0, rows) block by
+    block (never the whole array at once). Returns the (N,) uint64 digests (as
+    :func:`digest` of :func:`row_bytes`) and ``{chunk index: why it cannot be decoded}`` (the
+    rows of such a chunk hash as zeros). ``progress`` gets the bytes decoded per block."""
+    chunk_rows = int(arr.chunks[0])
+    row_nbytes = max(1, int(np.prod(arr.shape[1:], dtype=np.int64)) * arr.dtype.itemsize)
+    block = max(1, READ_BLOCK_BYTES // (row_nbytes * chunk_rows)) * chunk_rows
+    digests = np.zeros(len(starts), np.uint64)
+    bad_chunks: dict[int, str] = {}
+    hashers: dict[int, Any] = {}
+    ep = 0  # first episode not yet finished; episodes are contiguous and in order
+    for b0 in range(0, rows, block):
+        b1 = min(rows, b0 + block)
+        values, failed = _decode_block(arr, b0, b1, chunk_rows)
+        bad_chunks.update(failed)
+        if progress is not None:
+            progress((b1 - b0) * row_nbytes)
+        i = ep
+        while i < len(starts) and starts[i] < b1:
+            lo, hi = max(int(starts[i]), b0), min(int(stops[i]), b1)
+            h = hashers.setdefault(i, hashlib.blake2b(digest_size=8))
+            if hi > lo:
+                h.update(row_bytes(values[lo - b0 : hi - b0]))
+            if stops[i] <= b1:
+                digests[i] = int.from_bytes(hashers.pop(i).digest(), "little")
+                ep = i + 1
+            i += 1
+    return digests, bad_chunks
 
 
 def _decode_block(arr: Any, b0: int, b1: int, chunk_rows: int) -> tuple[np.ndarray, dict[int, str]]:

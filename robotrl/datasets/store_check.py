@@ -31,9 +31,8 @@ from robotrl.datasets.integrity import (
     Damage,
     chain_of,
     content_damage,
-    digest,
+    episode_digests,
     merge_damage,
-    row_bytes,
     structure_damage,
 )
 
@@ -129,13 +128,11 @@ def seal(store: EpisodeStore) -> str:
     for j, (group, name) in enumerate(items.items):
         arr = store._array(store._data if group == "data" else store._meta, name)
         if group == "data":
-            values = arr[: store.num_steps]
-            for i in range(n):
-                sums[i, j] = digest(row_bytes(values[starts[i] : ends[i]]))
+            sums[:, j], bad = episode_digests(arr, store.num_steps, starts, ends)
         else:
-            values = arr[:n]
-            for i in range(n):
-                sums[i, j] = digest(row_bytes(values[i : i + 1]))
+            sums[:, j], bad = episode_digests(arr, n, np.arange(n), np.arange(1, n + 1))
+        if bad:  # verify decoded everything before repair seals: only a race gets here
+            raise EpisodeStoreError(f"{store.path}/{group}/{name} cannot be decoded; not sealed")
     from robotrl.datasets.store_commit import require_array
 
     if n:
