@@ -9,6 +9,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from policies.checkpoint import load_policy
 from policies.registry import set_noise_scale
+from robotrl.algos.dsrl import is_dsrl_checkpoint, load_steered_policy
 from robotrl.algos.residual_policy import is_residual_checkpoint, load_residual_policy
 from robotrl.policy_env import (
     check_one_robot,
@@ -23,8 +24,14 @@ from robotrl.run import make_run_dir, save_config
 
 def _load(cfg: DictConfig) -> tuple[Any, Any, dict[str, Any], int]:
     """``(policy to roll out, the flow/diffusion model whose noise is scaled, meta, Te)``: a
-    train-bc checkpoint, or a train-rl residual checkpoint on its base (one env, the Te it was
-    trained with)."""
+    train-bc checkpoint, a train-rl residual checkpoint on its base (one env, the Te it was
+    trained with) or a train-rl DSRL checkpoint steering its base (the Te it was trained with)."""
+    if is_dsrl_checkpoint(cfg.checkpoint):
+        steered, meta = load_steered_policy(cfg.checkpoint, cfg.get("base_checkpoint"))
+        te = int(meta["execute_horizon"])
+        if cfg.execute_horizon is not None and int(cfg.execute_horizon) != te:
+            raise ValueError(f"the agent was trained with execute_horizon={te}; leave it unset")
+        return steered, steered.base, meta, te
     if not is_residual_checkpoint(cfg.checkpoint):
         policy, meta = load_policy(cfg.checkpoint)
         te = int(cfg.execute_horizon or meta.get("execute_horizon", policy.action_horizon // 2))

@@ -12,7 +12,7 @@ from policies.checkpoint import load_policy
 from policies.registry import set_noise_scale
 from robotrl.algos.hil import DeviceIntervener, ScriptedHuman
 from robotrl.algos.residual import ResidualConfig, StateFeaturizer, save_agent
-from robotrl.algos.residual_policy import ResidualPolicy
+from robotrl.algos.residual_policy import ResidualPolicy, ZeroPolicy
 from robotrl.algos.residual_training import (
     TrainConfig,
     check_budget,
@@ -101,8 +101,14 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
 
     if cfg.algo in FLOW_ALGOS:
         return run_flow_pg(cfg)
-    if cfg.algo != "residual":
-        raise ValueError(f"unknown algo {cfg.algo!r}; available: {['residual', *FLOW_ALGOS]}")
+    if cfg.algo == "dsrl":
+        from robotrl.dsrl_command import run_dsrl
+
+        return run_dsrl(cfg)
+    if cfg.algo not in ("residual", "rlpd"):
+        raise ValueError(
+            f"unknown algo {cfg.algo!r}; available: {['residual', 'rlpd', 'dsrl', *FLOW_ALGOS]}"
+        )
     if cfg.role not in ROLES:
         raise ValueError(f"unknown role {cfg.role!r}; available: {list(ROLES)}")
     if cfg.role != "single":
@@ -119,6 +125,8 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
         return split(cfg)
     base, meta = load_policy(cfg.checkpoint)
     set_noise_scale(base, cfg.get("base_noise_scale", 1.0), "base_noise_scale")
+    if cfg.algo == "rlpd":  # from scratch: the checkpoint lends only its observation keys
+        base = ZeroPolicy(base)
     task = cfg.task or meta.get("task")
     if not task:
         raise ValueError("the checkpoint names no task: give task=...")
@@ -174,6 +182,7 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
     )
     meta_ckpt = {
         "base_checkpoint": str(cfg.checkpoint),
+        "from_scratch": cfg.algo == "rlpd",
         "task": task,
         "obs_keys": keys,
         "execute_horizon": te,

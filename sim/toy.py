@@ -4,6 +4,9 @@
 goal; success (reward 1, termination) within ``tol``. ``BiasedPointBase`` is a chunked
 proportional controller with a constant action bias: its equilibrium sits ``bias / gain`` off
 the goal, so with the defaults it mostly fails; a residual equal to minus the bias fixes it.
+``SteerablePointBase`` is the same controller whose chunk also moves with its sampler's initial
+noise (``noise_gain * w``): its prior noise averages out, but a constant noise near
+``-bias / noise_gain`` cancels the bias, which is what latent-noise RL (DSRL) has to find.
 Observations follow the robotrl convention (``state/*`` float32 arrays).
 """
 
@@ -99,3 +102,25 @@ class BiasedPointBase:
         d = obs["state/goal"][:, -1] - obs["state/pos"][:, -1]
         a = torch.clamp(self.gain * d + self.bias, -1.0, 1.0)
         return a[:, None].expand(-1, self.action_horizon, -1)
+
+
+class SteerablePointBase(BiasedPointBase):
+    """A :class:`BiasedPointBase` whose chunk adds ``noise_gain * w`` for its initial noise ``w``
+    (Ta, 2) (default: a standard normal draw), following ``predict_chunk(obs, noise=...)``."""
+
+    def __init__(
+        self, bias: Sequence[float] = (0.5, -0.5), gain: float = 2.0, noise_gain: float = 0.5
+    ) -> None:
+        super().__init__(bias, gain)
+        self.noise_gain = noise_gain
+
+    def predict_chunk(
+        self, obs: Mapping[str, torch.Tensor], noise: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        d = obs["state/goal"][:, -1] - obs["state/pos"][:, -1]
+        b = d.shape[0]
+        w = noise if noise is not None else torch.randn(b, self.action_horizon, self.action_dim)
+        if w.shape != (b, self.action_horizon, self.action_dim):
+            raise ValueError(f"noise must be {(b, self.action_horizon, 2)}, got {tuple(w.shape)}")
+        a = self.gain * d + self.bias
+        return torch.clamp(a[:, None] + self.noise_gain * w, -1.0, 1.0)

@@ -95,3 +95,18 @@ def test_bad_options_for_a_residual_are_refused(tmp_path, base):
         _eval(ckpt, tmp_path, "execute_horizon=8")
     (tmp_path / "res" / "config.yaml").write_text("agent: residual\nconfig: [broken\n")
     assert not is_residual_checkpoint(ckpt)  # not YAML: load_policy then says why
+
+
+def test_zero_policy_proposes_zero_chunks_with_the_lenders_shapes():
+    import torch
+
+    from robotrl.algos.residual_policy import ZeroPolicy
+    from sim.toy import BiasedPointBase
+
+    like = BiasedPointBase()
+    zero = ZeroPolicy(like)
+    assert zero.config is like.config and zero.action_dim == 2
+    obs = {"state/pos": torch.ones(3, 1, 2), "state/goal": torch.ones(3, 1, 2)}
+    chunk = zero.predict_chunk(obs)
+    assert chunk.shape == (3, like.action_horizon, 2) and not chunk.any()
+    assert zero.parameters() == [] and zero.eval() is zero

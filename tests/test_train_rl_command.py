@@ -61,6 +61,19 @@ def test_residual_with_demos_and_scripted_human(tmp_path, base_and_demos):
     assert len(out["videos"]) == 1
 
 
+def test_rlpd_learns_from_scratch_on_a_zero_base(tmp_path, base_and_demos):
+    from robotrl.algos.residual_policy import ZeroPolicy, load_residual_policy
+
+    ckpt, store = base_and_demos
+    overrides = [f"checkpoint={ckpt}", f"demos={store}", f"output_dir={tmp_path}", *TINY]
+    out = run_train_rl(compose("train_rl", [*overrides, "algo=rlpd", "residual.scale=1.0"]))
+    assert out["algo"] == "rlpd" and out["env_steps"] == 120
+    agent, meta = load_agent(out["checkpoint"])
+    assert meta["from_scratch"] is True and agent.cfg.scale == 1.0
+    policy, _ = load_residual_policy(out["checkpoint"])  # what robotrl eval rolls out
+    assert isinstance(policy.base, ZeroPolicy)  # the actor alone acts
+
+
 def test_cli_errors(tmp_path, base_and_demos, capsys):
     ckpt, _ = base_and_demos
     assert main(["train-rl", f"checkpoint={ckpt}", "algo=ppo", f"output_dir={tmp_path}"]) == 2

@@ -22,7 +22,7 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -65,38 +65,15 @@ class ResidualConfig:
             ``obs["demo"]``): TD3+BC's behaviour-cloning regulariser, here on the residual,
             ``mean_d ||a_r - clip(a_d - a_b, +-scale)||^2``. 0 (default) leaves demos to the
             critic alone, as ResFiT does.
-        smoothness: weight of CAPS-style smoothness terms (Mysore et al. 2021) in the actor
-            loss: temporal, ``mean ||a_r(s, a_b) - a_r(s', a_b')||^2`` over a batch transition
-            (``s'`` is n steps on), plus spatial, the same between ``s`` and ``s`` with
-            Gaussian feature noise of std ``smoothness_std`` (standardised feature units).
-            Meant to keep a residual near its mean where the critic does not support a
-            state-dependent part (0 disables). On peg_insert it did not help: the critic then
-            drove a smooth but wrong x offset (README).
         dims: action dimensions the residual may change (None: all). The others execute the
             base's action unchanged, without exploration noise. On peg_insert (1 mm clearance)
             a residual on all 7 dimensions drifted 0.05-0.17 in x, z and the rotations, where
             the critic has no consistent gradient, and jammed the peg: 0 % through 20 000 env
             steps. Restricting it to translation (``[0, 1, 2]``) removes the rotation drift
             (x still drifted: README).
-        pessimism: the actor climbs ``mean_e Q_e - pessimism * std_e Q_e`` (a lower confidence
-            bound over the ensemble) instead of the mean: where the heads disagree, i.e. where
-            the critic extrapolates beyond its data, the residual is held back (0: off).
         base_input: the actor reads the base action ``a_b`` next to the state (ResFiT). With
             False it reads the state only, so it cannot follow the base's sampling noise: an
             imitation target ``a_d - a_b`` then teaches it the mean correction at a state.
-        variance: weight of the residual's spread across the batch's states,
-            ``mean_b ||a_r(s_b) - mean_b' a_r(s_b')||^2``, in the actor loss: the residual keeps
-            a state-dependent part only where the critic or the imitation terms pay for it. A
-            systematic error of the base (a calibration offset, a biased demonstrator) needs
-            the constant part alone; on peg_insert (1 mm clearance) a residual whose mean was the
-            right correction still jammed the peg with 0.6-1 mm of state-dependent spread per
-            step (0: off).
-        cql, cql_samples: weight of a CQL(H) term in the critic loss (Kumar et al. 2020; Cal-QL
-            / ConRFT use it to fine-tune from demos): push Q down at ``cql_samples`` uniform
-            actions in the residual's box and the policy's action, up at the data's action.
-            With one action per demo state, the critic's slope across actions otherwise follows
-            whatever correlates with progress (on peg_insert: faster descent, x drift) and
-            the actor climbs it (0: off).
     """
 
     scale: float = 0.1
@@ -122,14 +99,8 @@ class ResidualConfig:
     residual_l2: float = 0.1
     intervention_bc: float = 1.0
     demo_bc: float = 0.0
-    smoothness: float = 0.0
-    smoothness_std: float = 0.1
     dims: list[int] | None = None
-    pessimism: float = 0.0
     base_input: bool = True
-    cql: float = 0.0
-    variance: float = 0.0
-    cql_samples: int = 10
 
 
 class StateFeaturizer:
@@ -252,17 +223,12 @@ class ResidualAgent(nn.Module):
             y = reward + discount * q_next[heads].min(dim=0).values
         q = self.critic(obs, action)
         critic_loss = ((q - y[None]) ** 2).mean(dim=1).sum() / cfg.ensemble
-        if cfg.cql > 0:
-            gap = self._cql_gap(obs, base, q)
-            critic_loss = critic_loss + cfg.cql * gap
         self.critic_opt.zero_grad(set_to_none=True)
         critic_loss.backward()
         nn.utils.clip_grad_norm_(self.critic.parameters(), cfg.grad_clip)
         self.critic_opt.step()
         self.updates += 1
         logs = {"critic_loss": critic_loss.item(), "q_mean": q.mean().item()}
-        if cfg.cql > 0:
-            logs["cql_gap"] = gap.item()
 
         if update_actor is None:
             update_actor = self.updates % cfg.actor_delay == 0
@@ -271,20 +237,8 @@ class ResidualAgent(nn.Module):
             a = (base + res).clamp(-1.0, 1.0)
             q_actor = self.critic(obs, a)  # (E, B)
             actor_loss = -q_actor.mean()
-            if cfg.pessimism > 0:  # lower confidence bound: avoid where the heads disagree
-                actor_loss = actor_loss + cfg.pessimism * q_actor.std(dim=0).mean()
             if cfg.residual_l2 > 0:
                 actor_loss = actor_loss + cfg.residual_l2 * (res**2).sum(-1).mean()
-            if cfg.variance > 0:  # spread of the residual across the batch's states
-                spread = ((res - res.mean(dim=0, keepdim=True)) ** 2).sum(-1).mean()
-                actor_loss = actor_loss + cfg.variance * spread
-                logs["residual_variance"] = spread.item()
-            if cfg.smoothness > 0:
-                temporal = ((res - self.residual(next_obs, next_base)) ** 2).sum(-1).mean()
-                noisy = obs + cfg.smoothness_std * torch.randn_like(obs)
-                spatial = ((res - self.residual(noisy, base)) ** 2).sum(-1).mean()
-                actor_loss = actor_loss + cfg.smoothness * (temporal + spatial)
-                logs["smoothness"] = (temporal + spatial).item()
             wanted = (action - base).clamp(-cfg.scale, cfg.scale) * self.mask  # imitation target
             for key, weight, log in (
                 ("human", cfg.intervention_bc, "intervention_bc"),
@@ -306,19 +260,6 @@ class ResidualAgent(nn.Module):
             self._soft_update(self.actor_target, self.actor)
         self._soft_update(self.critic_target, self.critic)
         return logs
-
-    def _cql_gap(self, obs: torch.Tensor, base: torch.Tensor, q_data: torch.Tensor) -> torch.Tensor:
-        """CQL(H) term: ``logsumexp_j Q(s, a_j) - Q(s, a_data)`` averaged over batch and heads,
-        with ``a_j`` the policy's action and ``cql_samples`` uniform draws from the residual's
-        box around the base action (the actions the actor can reach)."""
-        cfg, n = self.cfg, self.cfg.cql_samples
-        with torch.no_grad():
-            u = (torch.rand(n, *base.shape) * 2.0 - 1.0) * cfg.scale * self.mask
-            a_pi = (base + self.residual(obs, base)).clamp(-1.0, 1.0)
-            samples = torch.cat([(base[None] + u).clamp(-1.0, 1.0), a_pi[None]])  # (n+1, B, A)
-        q_s = self.critic(obs.repeat(n + 1, 1), samples.reshape(-1, base.shape[-1]))
-        q_s = q_s.reshape(cfg.ensemble, n + 1, -1)  # (E, n+1, B)
-        return (torch.logsumexp(q_s, dim=1) - q_data).mean()
 
     @torch.no_grad()
     def _soft_update(self, target: nn.Module, source: nn.Module) -> None:
@@ -351,6 +292,8 @@ def load_agent(directory: str | os.PathLike[str]) -> tuple[ResidualAgent, dict[s
         raise CheckpointError(f"{path} is not a residual agent checkpoint")
     cfg = dict(doc["config"])
     obs_dim, act_dim = cfg.pop("obs_dim"), cfg.pop("act_dim")
+    known = {f.name for f in fields(ResidualConfig)}  # older checkpoints: removed options
+    cfg = {k: v for k, v in cfg.items() if k in known}
     agent = ResidualAgent(obs_dim, act_dim, ResidualConfig(**cfg))
     load_into(agent, directory)
     return agent, dict(doc.get("meta") or {})

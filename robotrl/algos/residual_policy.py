@@ -13,10 +13,35 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 import yaml
 
 from robotrl.algos.residual import ResidualAgent, StateFeaturizer, load_agent
 from robotrl.chunk_runner import ChunkRunner
+
+
+class ZeroPolicy:
+    """A chunk policy that always proposes the zero action, with the observation keys and
+    horizons of ``like``: the base of a residual trained from scratch (``train-rl algo=rlpd``),
+    whose actor then is the whole policy."""
+
+    def __init__(self, like: Any) -> None:
+        self.config = like.config
+        self.obs_horizon, self.action_horizon = like.obs_horizon, like.action_horizon
+        self.action_dim = like.action_dim
+
+    def reset(self) -> None:
+        """Stateless."""
+
+    def eval(self) -> ZeroPolicy:
+        return self
+
+    def parameters(self) -> list[torch.nn.Parameter]:
+        return []
+
+    def predict_chunk(self, obs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        b = next(iter(obs.values())).shape[0]
+        return torch.zeros(b, self.action_horizon, self.action_dim)
 
 
 class ResidualPolicy:
@@ -90,7 +115,8 @@ def load_residual_policy(
         )
     te = int(meta["execute_horizon"])
     task = meta.get("task", base_meta.get("task"))
-    return ResidualPolicy(agent, base, featurizer, te), {
+    run_base: Any = ZeroPolicy(base) if meta.get("from_scratch") else base  # algo=rlpd
+    return ResidualPolicy(agent, run_base, featurizer, te), {
         **base_meta,
         "task": task,
         "execute_horizon": te,

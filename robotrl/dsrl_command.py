@@ -1,0 +1,134 @@
+"""``robotrl train-rl algo=dsrl``: steer a frozen flow / diffusion / VLA checkpoint by RL in its
+initial-noise space (:mod:`robotrl.algos.dsrl`); write the agent checkpoint, metrics CSV,
+learning curves, MP4s and a JSON summary."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+import sim
+from policies.checkpoint import load_policy
+from robotrl.algos.dsrl import DSRLConfig, SteeredPolicy, save_dsrl
+from robotrl.algos.dsrl_training import DSRLTrainConfig, train_dsrl
+from robotrl.algos.residual import StateFeaturizer
+from robotrl.datasets import compute_stats
+from robotrl.datasets.integrity import open_intact
+from robotrl.metrics import MetricsLogger, final_evaluation, log_episodes
+from robotrl.policy_env import env_kwargs, record_videos, safety_env_kwargs, with_backend
+from robotrl.run import make_run_dir, save_config
+
+
+def state_featurizer(
+    cfg: DictConfig, base: Any
+) -> tuple[StateFeaturizer, dict[str, dict[str, np.ndarray]]]:
+    """Standardised state features: ``obs_keys`` (default: the base's state keys), with the
+    statistics of the demos when given (their intact episodes), else the base's normaliser.
+    Returns the featurizer and its per-key statistics."""
+    keys = list(cfg.obs_keys) if cfg.obs_keys else list(base.config["state_dims"])
+    if cfg.demos:
+        store, intact = open_intact(
+            cfg.demos, exclude_damaged=bool(cfg.exclude_damaged), who="robotrl train-rl"
+        )
+        stats = compute_stats(store, keys, intact)
+    else:
+        affine = {k: base.normalizer.affine(k) for k in keys}
+        stats = {k: {"mean": off, "std": 1.0 / scale} for k, (off, scale) in affine.items()}
+    return StateFeaturizer(keys, stats), stats
+
+
+def run_dsrl(cfg: DictConfig) -> dict[str, Any]:
+    """The ``train-rl`` path of ``algo=dsrl`` (one process, ``num_envs`` in-process envs)."""
+    if cfg.role != "single":
+        raise ValueError("algo=dsrl runs in one process: role must be 'single'")
+    if cfg.human != "none":
+        raise ValueError("algo=dsrl has no human-in-the-loop path: human must be 'none'")
+    dcfg = DSRLConfig(**OmegaConf.to_container(cfg.dsrl))  # type: ignore[arg-type]
+    train = DSRLTrainConfig(
+        total_steps=cfg.total_steps,
+        warmup_steps=cfg.warmup_steps,
+        eval_every=cfg.eval_every,
+        eval_episodes=cfg.eval_episodes,
+        seed=cfg.seed,
+        target_success=cfg.target_success,
+    )
+    if train.total_steps <= train.warmup_steps:
+        raise ValueError(
+            f"total_steps ({train.total_steps}) must exceed warmup_steps ({train.warmup_steps})"
+        )
+    base: Any
+    base, meta = load_policy(cfg.checkpoint)
+    task = cfg.task or meta.get("task")
+    if not task:
+        raise ValueError("the checkpoint names no task: give task=...")
+    te = int(meta.get("execute_horizon", base.action_horizon // 2))
+    backend = cfg.get("backend", "mujoco")
+    if backend == "ros2":
+        raise ValueError("algo=dsrl trains in simulation: backend must be mujoco or pybullet")
+    kw = with_backend(env_kwargs(meta), backend, None)
+    kw.update(safety_env_kwargs(str(cfg.safety), cfg.get("safety_critic"), cfg.safety_threshold))
+    featurizer, stats = state_featurizer(cfg, base)
+    run_dir = make_run_dir(cfg.output_dir, cfg.name)
+    save_config(cfg, run_dir)
+    logger = MetricsLogger(run_dir / "metrics.csv")
+    result = train_dsrl(
+        base,
+        lambda: sim.make(task, **kw),
+        featurizer,
+        dcfg,
+        train,
+        num_envs=cfg.num_envs,
+        execute_horizon=te,
+        logger=logger,
+        progress=cfg.progress,
+    )
+    meta_ckpt = {
+        "base_checkpoint": str(cfg.checkpoint),
+        "task": task,
+        "obs_keys": featurizer.keys,
+        "execute_horizon": te,
+        "featurizer": {
+            k: {s: np.asarray(v).tolist() for s, v in st.items() if s in ("mean", "std")}
+            for k, st in stats.items()
+        },
+    }
+    ckpt = save_dsrl(result.agent, run_dir / "checkpoint", meta_ckpt)
+    plot = logger.plot(
+        run_dir / "learning_curves.png",
+        "env_steps",
+        [["success_rate", "train_success"], ["q_mean"], ["entropy_per_dim"]],
+        titles=["success vs env steps", "Q (mean over batch)", "latent entropy per dim"],
+    )
+    videos = record_videos(
+        SteeredPolicy(result.agent, base, featurizer, explore=False),
+        task,
+        kw,
+        run_dir,
+        count=int(cfg.videos),
+        seed=100_000,
+        execute_horizon=te,
+        prefix="dsrl",
+    )
+    episodes_plot = log_episodes(result.episodes, run_dir)
+    return {
+        "command": "train-rl",
+        "algo": "dsrl",
+        "task": task,
+        "base_success": result.evaluations[0]["success_rate"],
+        **final_evaluation(result.evaluations, "env_steps"),
+        "best_success": max(e["success_rate"] for e in result.evaluations),
+        "env_steps": result.env_steps,
+        "steps_to_target": result.steps_to_target,
+        "wall_s": round(result.wall_s, 1),
+        "episodes": len(result.episodes),
+        "train_success_last_20": float(np.mean([e["success"] for e in result.episodes[-20:]]))
+        if result.episodes
+        else 0.0,
+        "checkpoint": str(ckpt),
+        "plot": str(plot),
+        "episodes_plot": str(episodes_plot) if episodes_plot else None,
+        "videos": videos,
+        "run_dir": str(run_dir),
+    }

@@ -1,0 +1,69 @@
+"""The DSRL loop finds the noise that cancels a steerable base's bias on a tiny task, counts
+env steps and episodes, and refuses budgets that never train."""
+
+import numpy as np
+import pytest
+
+from robotrl.algos.dsrl import DSRLConfig
+from robotrl.algos.dsrl_training import DSRLTrainConfig, train_dsrl
+from robotrl.algos.residual import StateFeaturizer
+from sim.toy import STATE_STATS, PointGoal, SteerablePointBase
+
+
+def _feat() -> StateFeaturizer:
+    return StateFeaturizer(["state/pos", "state/goal"], STATE_STATS)
+
+
+CFG = DSRLConfig(hidden=64, batch_size=128, utd=4)
+
+
+def test_dsrl_steers_a_biased_base_to_90_percent():
+    base = SteerablePointBase(bias=(0.5, -0.5), noise_gain=0.5)
+    train = DSRLTrainConfig(
+        total_steps=6000, warmup_steps=300, eval_every=500, eval_episodes=30, target_success=0.9
+    )
+    res = train_dsrl(base, PointGoal, _feat(), CFG, train, execute_horizon=2, progress=False)
+    first, last = res.evaluations[0], res.evaluations[-1]
+    assert first["success_rate"] <= 0.3  # the base from its prior's mean noise
+    assert last["success_rate"] >= 0.9, res.evaluations
+    assert res.steps_to_target == last["env_steps"] < train.total_steps
+
+
+def test_env_steps_and_episodes_are_counted_over_envs():
+    base = SteerablePointBase()
+    train = DSRLTrainConfig(total_steps=400, warmup_steps=100, eval_every=10_000, eval_episodes=2)
+    res = train_dsrl(
+        base, PointGoal, _feat(), CFG, train, num_envs=2, execute_horizon=3, progress=False
+    )
+    assert res.env_steps == 400
+    assert len(res.evaluations) == 1  # the base only
+    assert sum(e["length"] for e in res.episodes) <= 400
+    assert all(0 < e["length"] <= 30 for e in res.episodes)
+    assert res.agent.updates > 0
+
+
+def test_a_budget_without_training_is_refused():
+    train = DSRLTrainConfig(total_steps=100, warmup_steps=100)
+    with pytest.raises(ValueError, match="warmup_steps"):
+        train_dsrl(SteerablePointBase(), PointGoal, _feat(), CFG, train, progress=False)
+
+
+def test_same_seed_same_curve():
+    train = DSRLTrainConfig(total_steps=600, warmup_steps=100, eval_every=300, eval_episodes=5)
+    runs = [
+        train_dsrl(
+            SteerablePointBase(),
+            PointGoal,
+            _feat(),
+            CFG,
+            train,
+            execute_horizon=2,
+            progress=False,
+        )
+        for _ in range(2)
+    ]
+    a, b = ([e["success_rate"] for e in r.evaluations] for r in runs)
+    assert a == b
+    np.testing.assert_array_equal(
+        [e["success"] for e in runs[0].episodes], [e["success"] for e in runs[1].episodes]
+    )
