@@ -1,7 +1,8 @@
 """Two trainings on shared cores: each one's speed alone and beside a second one; prints JSON.
 
-The workload is the residual learner's update at its default configuration (the bulk of a
-``robotrl train-rl`` run's time), in a fresh process per run. Variants:
+The workload is the residual learner's update at 10 critics of width 256, batch 256 (the
+default until 2026-11-26; learner-bound, the case where thread settings matter most), in a fresh
+process per run. Variants:
 
 - ``libgomp_default``: idle OpenMP workers spin 300 000 times before sleeping (libgomp's
   default, what two commands did before the CLI set the spin count), one thread per core;
@@ -29,7 +30,7 @@ from robotrl.algos.residual import ResidualAgent, ResidualConfig
 threads, updates = int(sys.argv[1]), int(sys.argv[2])
 if threads:
     torch.set_num_threads(threads)
-cfg = ResidualConfig()
+cfg = ResidualConfig(hidden=256, batch_size=256)  # learner-bound: the pre-2026-11-26 default
 O, A, B = 40, 7, cfg.batch_size
 agent = ResidualAgent(O, A, cfg)
 rng = np.random.default_rng(0)

@@ -174,3 +174,27 @@ def test_safety_reflex_guards_training_and_learns_online(tmp_path, base_and_demo
 
     updated = RiskMLP.from_file(out["safety_online"]["critic"])  # the critic to deploy
     assert updated.feature_names == ["ee_pos", "ee_vel", "force", "gripper"]
+
+
+@pytest.mark.parametrize(
+    ("section", "cls"),
+    [
+        ("residual", "robotrl.algos.residual:ResidualConfig"),
+        ("dsrl", "robotrl.algos.dsrl:DSRLConfig"),
+    ],
+)
+def test_config_sections_state_the_dataclass_defaults(section, cls):
+    # one source of truth: a key listed in train_rl.yaml has its dataclass's default value
+    import dataclasses
+    import importlib
+
+    module, name = cls.split(":")
+    fields = {f.name: f for f in dataclasses.fields(getattr(importlib.import_module(module), name))}
+    cfg = compose("train_rl", ["checkpoint=x"])
+    for key, value in cfg[section].items():
+        assert key in fields, f"{section}.{key} is not a field of {name}"
+        f = fields[key]
+        default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+        value = list(value) if hasattr(value, "__len__") and not isinstance(value, str) else value
+        default = list(default) if isinstance(default, tuple) else default
+        assert value == default, f"{section}.{key}: yaml {value!r}, {name} {default!r}"

@@ -43,8 +43,7 @@ class ResidualConfig:
         ensemble: critic heads E. target_heads: heads whose min forms the target.
         layer_norm: LayerNorm in the critics (and actor).
         gamma: discount. n_step: n of the returns (set in the replay buffer). tau: Polyak rate.
-        critic_lr, actor_lr: Adam learning rates. The paper's actor lr (1e-6..5e-6) is tuned
-            for hours of training; 1e-4 gets the same direction within a CPU budget.
+        critic_lr, actor_lr: Adam learning rates (ResFiT's actor lr is 1e-6..5e-6).
         grad_clip: max gradient norm. actor_delay: critic updates per actor update.
         explore_std: exploration noise on the executed action (truncated at 2 std).
         target_noise, target_noise_clip: TD3 target policy smoothing on the residual.
@@ -77,7 +76,7 @@ class ResidualConfig:
     """
 
     scale: float = 0.1
-    hidden: int = 256
+    hidden: int = 128
     actor_layers: int = 2
     critic_layers: int = 2
     ensemble: int = 10
@@ -87,14 +86,14 @@ class ResidualConfig:
     n_step: int = 3
     tau: float = 0.005
     critic_lr: float = 1e-4
-    actor_lr: float = 1e-4
+    actor_lr: float = 1e-5
     grad_clip: float = 1.0
     actor_delay: int = 2
     explore_std: float = 0.05
     target_noise: float = 0.1
     target_noise_clip: float = 0.3
-    batch_size: int = 256
-    utd: int = 4
+    batch_size: int = 128
+    utd: int = 1
     demo_fraction: float = 0.5
     residual_l2: float = 0.1
     intervention_bc: float = 1.0
