@@ -16,7 +16,7 @@ from robotrl.algos.dsrl_training import DSRLTrainConfig, train_dsrl
 from robotrl.algos.residual import StateFeaturizer
 from robotrl.datasets import compute_stats
 from robotrl.datasets.integrity import open_intact
-from robotrl.metrics import MetricsLogger, final_evaluation, log_episodes
+from robotrl.metrics import MetricsLogger, final_evaluation, log_episodes, worse_than_base
 from robotrl.policy_env import env_kwargs, record_videos, safety_env_kwargs, with_backend
 from robotrl.run import make_run_dir, save_config
 
@@ -118,6 +118,7 @@ def run_dsrl(cfg: DictConfig) -> dict[str, Any]:
         "task": task,
         "base_success": result.evaluations[0]["success_rate"],
         **final_evaluation(result.evaluations, "env_steps"),
+        "worse_than_base": worse_than_base(result.evaluations),
         "best_success": max(e["success_rate"] for e in result.evaluations),
         "env_steps": result.env_steps,
         "steps_to_target": result.steps_to_target,

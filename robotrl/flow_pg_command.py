@@ -16,7 +16,7 @@ from robotrl.algos.flow_pg import ALGOS, FlowPGConfig
 from robotrl.algos.flow_pg_training import FlowTrainConfig, check_budget, train_flow_pg
 from robotrl.chunk_runner import ChunkRunner
 from robotrl.evaluation import evaluate_vector
-from robotrl.metrics import MetricsLogger, final_evaluation
+from robotrl.metrics import MetricsLogger, final_evaluation, worse_than_base
 from robotrl.policy_env import env_kwargs, record_videos
 from robotrl.run import make_run_dir, save_config
 
@@ -112,6 +112,7 @@ def run_flow_pg(cfg: DictConfig) -> dict[str, Any]:
         "execute_horizon": te,
         "base_success": evals[0]["success_rate"],
         **final_evaluation(evals, "env_steps"),
+        "worse_than_base": worse_than_base(evals),
         "best_success": max(e["success_rate"] for e in evals),
         "env_steps": result.env_steps,
         "steps_to_target": result.steps_to_target,

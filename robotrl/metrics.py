@@ -142,6 +142,26 @@ def final_evaluation(
     }
 
 
+def worse_than_base(
+    evaluations: Sequence[Mapping[str, float]], who: str = "robotrl train-rl"
+) -> bool:
+    """True when the last evaluation after training succeeded less often than the first one
+    (the base, before any update); then one line on stderr says so, since an RL run that made
+    the policy worse should not be deployed without a closer evaluation."""
+    import sys
+
+    done = [e for e in evaluations if "success_rate" in e]
+    if len(done) < 2 or done[-1]["success_rate"] >= done[0]["success_rate"]:
+        return False
+    print(
+        f"{who}: the trained policy succeeded less often than the base in the last evaluation "
+        f"({done[-1]['success_rate']:.2f} vs {done[0]['success_rate']:.2f}); compare both with "
+        "robotrl eval episodes=100 before deploying it",
+        file=sys.stderr,
+    )
+    return True
+
+
 def read_csv(path: str | Path) -> list[dict[str, Any]]:
     """Rows of a metrics CSV (empty cells dropped, numbers as float)."""
     with Path(path).open() as f:

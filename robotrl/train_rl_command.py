@@ -21,7 +21,7 @@ from robotrl.algos.residual_training import (
 )
 from robotrl.datasets import compute_stats
 from robotrl.datasets.integrity import open_intact
-from robotrl.metrics import MetricsLogger, final_evaluation, log_episodes
+from robotrl.metrics import MetricsLogger, final_evaluation, log_episodes, worse_than_base
 from robotrl.policy_env import (
     check_one_robot,
     env_kwargs,
@@ -244,6 +244,7 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
         "task": task,
         "base_success": first["success_rate"],
         **final_evaluation(result.evaluations, "env_steps"),
+        "worse_than_base": worse_than_base(result.evaluations),
         "best_success": max(e["success_rate"] for e in result.evaluations),
         "env_steps": result.env_steps,
         "steps_to_target": result.steps_to_target,

@@ -93,3 +93,43 @@ def test_checkpoint_round_trip(tmp_path):
     feats = np.ones((2, 4), np.float32)
     assert meta == {"task": "toy"} and loaded.cfg.bound == 1.2
     np.testing.assert_allclose(loaded.act(feats, explore=False), agent.act(feats, explore=False))
+
+
+def _base(kind: str):
+    from policies.diffusion import DiffusionPolicy
+    from policies.flow_matching import FlowMatchingPolicy
+    from policies.tokenizer import WordTokenizer
+    from policies.vla import TinyVLA
+
+    torch.manual_seed(0)
+    small = {"action_dim": 2, "action_horizon": 4, "hidden": 32}
+    if kind == "flow":
+        return FlowMatchingPolicy({"state/x": 3}, depth=1, num_steps=3, **small).eval()
+    if kind == "diffusion":
+        return DiffusionPolicy({"state/x": 3}, **small).eval()
+    vocab = WordTokenizer.from_texts(["go left", "go right"]).vocab
+    return TinyVLA(
+        {"state/x": 3}, image_keys=[], obs_horizon=2, num_steps=3, vocab=vocab, max_tokens=4,
+        dim=32, trunk_layers=1, expert_layers=1, heads=2, readout_tokens=2, depth=1, **small,
+    ).eval()  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["flow", "diffusion", "vla"])
+def test_the_agent_steers_flow_diffusion_and_vla_bases(kind):
+    # the base is a black box: the chunk is a deterministic function of the agent's noise
+    base = _base(kind)
+    stats = {"state/x": {"mean": np.zeros(3), "std": np.ones(3)}}
+    feat = StateFeaturizer(["state/x"], stats)
+    agent = DSRLAgent(feat.dim, (4, 2), DSRLConfig(hidden=16), seed=0)
+    policy = SteeredPolicy(agent, base, feat, explore=False)
+    obs = {"state/x": torch.randn(3, base.obs_horizon, 3)}
+    if kind == "vla":
+        obs["language"] = base.tokenize(["go left", "go right", "go left"])
+    first = policy.predict_chunk(obs)
+    assert first.shape == (3, 4, 2) and torch.equal(first, policy.predict_chunk(obs))
+    with torch.no_grad():
+        agent.actor[-1].bias[:8] = 1.0  # another mean noise: another chunk
+    assert not torch.allclose(first, policy.predict_chunk(obs))
+    assert not policy.base.training and not any(
+        p.requires_grad for p in agent.critic_target.parameters()
+    )

@@ -92,3 +92,16 @@ def test_final_evaluation_names_the_last_one_and_flags_the_base():
     assert base_only == {"final_success": 0.2, "final_eval_step": 0, "final_is_base": True}
     no_sim = final_evaluation([{"step": 40, "val_loss": 0.1}], "step")
     assert no_sim["final_success"] is None and no_sim["final_eval_step"] is None
+
+
+def test_worse_than_base_says_so_on_stderr(capsys):
+    from robotrl.metrics import worse_than_base
+
+    base = {"env_steps": 0, "success_rate": 0.3}
+    assert worse_than_base([base, {"env_steps": 2000, "success_rate": 0.05}], "robotrl x")
+    err = capsys.readouterr().err
+    assert err.startswith("robotrl x: the trained policy succeeded less often than the base")
+    assert "(0.05 vs 0.30)" in err and err.count("\n") == 1
+    assert not worse_than_base([base, {"env_steps": 2000, "success_rate": 0.3}])
+    assert not worse_than_base([base])  # nothing trained
+    assert capsys.readouterr().err == ""
