@@ -260,6 +260,7 @@ def table(args: dict[str, str]) -> str:
             ys = np.stack([c[1][:n] for c in curves])
             ax.plot(x, ys.mean(0), label=LABELS[m])
             ax.fill_between(x, ys.min(0), ys.max(0), alpha=0.2)
+        ax.axhline(bases[b]["success"], color="gray", ls="--", lw=1, label="base (100 episodes)")
         ax.set(xlabel="env steps", ylabel="success (20 episodes)", ylim=(-0.02, 1.02))
         ax.set_title(f"base {b}: {bases[b].get('task', bases[bases[b].get('same_as', b)]['task'])}"
                      f" ({bases[b]['backend']})")  # fmt: skip

@@ -69,6 +69,9 @@ def run_dsrl(cfg: DictConfig) -> dict[str, Any]:
         raise ValueError("algo=dsrl trains in simulation: backend must be mujoco or pybullet")
     kw = with_backend(env_kwargs(meta), backend, None)
     kw.update(safety_env_kwargs(str(cfg.safety), cfg.get("safety_critic"), cfg.safety_threshold))
+    extra = [k for k in (cfg.obs_keys or []) if k not in base.config["state_dims"]]
+    if extra:  # the agent sees the observation window the base is planning from
+        raise ValueError(f"algo=dsrl reads the base's state keys only; {extra} are not among them")
     featurizer, stats = state_featurizer(cfg, base)
     run_dir = make_run_dir(cfg.output_dir, cfg.name)
     save_config(cfg, run_dir)

@@ -75,6 +75,7 @@ def test_train_rl_dsrl_end_to_end_and_eval(tmp_path, reach):
         (["human=scripted"], "human"),
         (["total_steps=80"], "warmup_steps"),
         (["backend=ros2"], "simulation"),
+        (["obs_keys=[state/not_a_key]"], "state keys"),
     ],
 )
 def test_bad_settings_are_one_line_errors(tmp_path, reach, extra, match):
