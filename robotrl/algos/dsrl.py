@@ -263,14 +263,9 @@ def load_dsrl(directory: str | os.PathLike[str]) -> tuple[DSRLAgent, dict[str, A
 
 def is_dsrl_checkpoint(directory: str | os.PathLike[str]) -> bool:
     """True when ``directory`` holds a ``robotrl train-rl algo=dsrl`` checkpoint."""
-    import yaml
+    from robotrl.algos.agent_checkpoint import checkpoint_kind
 
-    path = Path(directory) / "config.yaml"
-    try:
-        doc = yaml.safe_load(path.read_text()) if path.is_file() else None
-    except yaml.YAMLError:
-        return False
-    return isinstance(doc, dict) and doc.get("agent") == "dsrl"
+    return checkpoint_kind(directory) == "dsrl"
 
 
 def load_steered_policy(
@@ -282,37 +277,14 @@ def load_steered_policy(
     Args:
         base_checkpoint: the base's checkpoint (None: the path the training run recorded).
     """
-    from policies.checkpoint import CheckpointError, load_policy
-    from robotrl.algos.residual import StateFeaturizer
+    from policies.checkpoint import CheckpointError
+    from robotrl.algos.agent_checkpoint import load_context
 
     agent, meta = load_dsrl(directory)
-    base_dir = base_checkpoint or meta.get("base_checkpoint")
-    if not base_dir:
-        raise CheckpointError(f"{directory} names no base checkpoint: give base_checkpoint")
-    try:
-        base, base_meta = load_policy(base_dir)
-    except CheckpointError as exc:
+    ctx = load_context(directory, meta, agent.obs_dim, "DSRL agent", base_checkpoint)
+    sampled = (ctx.base.action_horizon, ctx.base.action_dim)
+    if sampled != agent.noise_shape:
         raise CheckpointError(
-            f"the DSRL agent at {directory} needs its base {base_dir}: {exc} "
-            "(moved? give base_checkpoint=...)"
-        ) from exc
-    missing = [k for k in ("obs_keys", "featurizer", "execute_horizon") if k not in meta]
-    if missing:
-        raise CheckpointError(f"{directory}: the DSRL agent's metadata lacks {missing}")
-    featurizer = StateFeaturizer(meta["obs_keys"], meta["featurizer"])
-    if featurizer.dim != agent.obs_dim:
-        raise CheckpointError(
-            f"{directory}: {featurizer.dim} features from obs_keys, the agent reads {agent.obs_dim}"
+            f"{directory}: the agent steers noise {agent.noise_shape}, its base samples {sampled}"
         )
-    if (base.action_horizon, base.action_dim) != agent.noise_shape:
-        raise CheckpointError(
-            f"{directory}: the agent steers noise {agent.noise_shape}, the base at {base_dir} "
-            f"samples {(base.action_horizon, base.action_dim)}"
-        )
-    base.eval()
-    te = int(meta["execute_horizon"])
-    return SteeredPolicy(agent, base, featurizer, explore=False), {
-        **base_meta,
-        "task": meta.get("task", base_meta.get("task")),
-        "execute_horizon": te,
-    }
+    return SteeredPolicy(agent, ctx.base, ctx.featurizer, explore=False), ctx.meta

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-import yaml
 
+from robotrl.algos.agent_checkpoint import checkpoint_kind, load_context
 from robotrl.algos.residual import ResidualAgent, StateFeaturizer, load_agent
 from robotrl.chunk_runner import ChunkRunner
 
@@ -74,50 +73,21 @@ class ResidualPolicy:
 
 
 def is_residual_checkpoint(directory: str | os.PathLike[str]) -> bool:
-    """True when ``directory`` holds a ``robotrl train-rl algo=residual`` checkpoint."""
-    path = Path(directory) / "config.yaml"
-    try:
-        doc = yaml.safe_load(path.read_text()) if path.is_file() else None
-    except yaml.YAMLError:
-        return False
-    return isinstance(doc, dict) and doc.get("agent") == "residual"
+    """True when ``directory`` holds a ``robotrl train-rl algo=residual|rlpd`` checkpoint."""
+    return checkpoint_kind(directory) == "residual"
 
 
 def load_residual_policy(
     directory: str | os.PathLike[str], base_checkpoint: str | None = None
 ) -> tuple[ResidualPolicy, dict[str, Any]]:
-    """The residual checkpoint at ``directory`` on its base; returns ``(policy, base meta)``.
+    """The residual checkpoint at ``directory`` on its base; returns ``(policy, base meta)``
+    with the run's task and Te.
 
     Args:
         base_checkpoint: the base's checkpoint (None: the path the training run recorded;
             give it when the base has moved since).
     """
-    from policies.checkpoint import CheckpointError, load_policy
-
     agent, meta = load_agent(directory)
-    base_dir = base_checkpoint or meta.get("base_checkpoint")
-    if not base_dir:
-        raise CheckpointError(f"{directory} names no base checkpoint: give base_checkpoint")
-    try:
-        base, base_meta = load_policy(base_dir)
-    except CheckpointError as exc:
-        raise CheckpointError(
-            f"the residual at {directory} needs its base {base_dir}: {exc} "
-            "(moved? give base_checkpoint=...)"
-        ) from exc
-    missing = [k for k in ("obs_keys", "featurizer", "execute_horizon") if k not in meta]
-    if missing:
-        raise CheckpointError(f"{directory}: the residual's metadata lacks {missing}")
-    featurizer = StateFeaturizer(meta["obs_keys"], meta["featurizer"])
-    if featurizer.dim != agent.obs_dim:
-        raise CheckpointError(
-            f"{directory}: {featurizer.dim} features from obs_keys, the agent reads {agent.obs_dim}"
-        )
-    te = int(meta["execute_horizon"])
-    task = meta.get("task", base_meta.get("task"))
-    run_base: Any = ZeroPolicy(base) if meta.get("from_scratch") else base  # algo=rlpd
-    return ResidualPolicy(agent, run_base, featurizer, te), {
-        **base_meta,
-        "task": task,
-        "execute_horizon": te,
-    }
+    ctx = load_context(directory, meta, agent.obs_dim, "residual", base_checkpoint)
+    base: Any = ZeroPolicy(ctx.base) if meta.get("from_scratch") else ctx.base  # algo=rlpd
+    return ResidualPolicy(agent, base, ctx.featurizer, ctx.execute_horizon), ctx.meta
