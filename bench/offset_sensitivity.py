@@ -17,32 +17,36 @@ from typing import Any
 
 import numpy as np
 import torch
+from steerability import succeeds  # bench/: run as python bench/offset_sensitivity.py
 
 import sim
 from policies.checkpoint import load_policy
-from robotrl.chunk_runner import SingleEnvPolicy
 from robotrl.policy_env import env_kwargs
 
 DEFAULT_OFFSET = "0,-0.035,-0.033,-0.055,0.032,0.064,-0.004"
 
 
+class Offset:
+    """``base`` with a constant ``offset`` added to every action of its chunks (clipped)."""
+
+    def __init__(self, base: Any, offset: np.ndarray) -> None:
+        self.base, self.offset = base, torch.from_numpy(offset)
+        self.config, self.obs_horizon = base.config, base.obs_horizon
+        self.action_horizon, self.action_dim = base.action_horizon, base.action_dim
+
+    def reset(self) -> None:
+        self.base.reset()
+
+    def predict_chunk(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        return (self.base.predict_chunk(obs) + self.offset).clamp(-1.0, 1.0)
+
+
 def success_rate(
     env: Any, base: Any, offset: np.ndarray, episodes: int, seed: int, te: int
 ) -> float:
-    torch.manual_seed(0)
-    policy = SingleEnvPolicy(base, te)
-    wins = 0
-    for i in range(episodes):
-        obs, _ = env.reset(seed=seed + i)
-        policy.reset()
-        while True:
-            obs, _, terminated, truncated, info = env.step(np.clip(policy(obs) + offset, -1, 1))
-            if info.get("success"):
-                wins += 1
-                break
-            if terminated or truncated:
-                break
-    return wins / episodes
+    torch.manual_seed(0)  # the base's sampling noise: every variant sees the same draws
+    policy = Offset(base, offset)
+    return sum(succeeds(env, policy, seed + i, te) for i in range(episodes)) / episodes
 
 
 def main(argv: list[str]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from policies.checkpoint import load_policy
 from robotrl.algos.dsrl import DSRLConfig, SteeredPolicy, save_dsrl
 from robotrl.algos.dsrl_training import DSRLTrainConfig, train_dsrl
 from robotrl.algos.residual import StateFeaturizer
+from robotrl.algos.residual_training import check_budget
 from robotrl.datasets import compute_stats
 from robotrl.datasets.integrity import open_intact
 from robotrl.metrics import MetricsLogger, final_evaluation, log_episodes, worse_than_base
@@ -54,10 +55,7 @@ def run_dsrl(cfg: DictConfig) -> dict[str, Any]:
         seed=cfg.seed,
         target_success=cfg.target_success,
     )
-    if train.total_steps <= train.warmup_steps:
-        raise ValueError(
-            f"total_steps ({train.total_steps}) must exceed warmup_steps ({train.warmup_steps})"
-        )
+    check_budget(train.total_steps, train.warmup_steps, train.eval_every)  # before any env
     base: Any
     base, meta = load_policy(cfg.checkpoint)
     task = cfg.task or meta.get("task")

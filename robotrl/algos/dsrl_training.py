@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 
 from robotrl.algos.dsrl import DSRLAgent, DSRLConfig, SteeredPolicy
 from robotrl.algos.residual import StateFeaturizer
-from robotrl.algos.residual_training import freeze, recent_episode_rates
+from robotrl.algos.residual_training import check_budget, freeze, recent_episode_rates
 from robotrl.chunk_runner import ChunkRunner, SingleEnvPolicy
 from robotrl.datasets import ReplayBuffer
 from robotrl.evaluation import evaluate
@@ -107,11 +107,7 @@ def train_dsrl(
 
     Raises ValueError, before any env is made, when ``train.total_steps`` does not exceed
     ``train.warmup_steps`` or the base's sampler takes no initial noise."""
-    if train.total_steps <= train.warmup_steps:
-        raise ValueError(
-            f"total_steps ({train.total_steps}) must exceed warmup_steps ({train.warmup_steps}):"
-            " the agent would never be trained"
-        )
+    check_budget(train.total_steps, train.warmup_steps, train.eval_every)
     if num_envs < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
     if not hasattr(base, "predict_chunk") or not hasattr(base, "action_horizon"):
