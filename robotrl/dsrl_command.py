@@ -13,9 +13,8 @@ import sim
 from policies.checkpoint import load_policy
 from robotrl.algos.dsrl import DSRLConfig, SteeredPolicy, save_dsrl
 from robotrl.algos.dsrl_training import DSRLTrainConfig, train_dsrl
-from robotrl.algos.residual import StateFeaturizer
+from robotrl.algos.residual import StateFeaturizer, feature_stats
 from robotrl.algos.residual_training import check_budget
-from robotrl.datasets import compute_stats
 from robotrl.datasets.integrity import open_intact
 from robotrl.metrics import MetricsLogger, final_evaluation, log_episodes, worse_than_base
 from robotrl.policy_env import env_kwargs, record_videos, safety_env_kwargs, with_backend
@@ -29,14 +28,12 @@ def state_featurizer(
     statistics of the demos when given (their intact episodes), else the base's normaliser.
     Returns the featurizer and its per-key statistics."""
     keys = list(cfg.obs_keys) if cfg.obs_keys else list(base.config["state_dims"])
-    if cfg.demos:
-        store, intact = open_intact(
-            cfg.demos, exclude_damaged=bool(cfg.exclude_damaged), who="robotrl train-rl"
-        )
-        stats = compute_stats(store, keys, intact)
-    else:
-        affine = {k: base.normalizer.affine(k) for k in keys}
-        stats = {k: {"mean": off, "std": 1.0 / scale} for k, (off, scale) in affine.items()}
+    store, intact = (
+        open_intact(cfg.demos, exclude_damaged=bool(cfg.exclude_damaged), who="robotrl train-rl")
+        if cfg.demos
+        else (None, None)
+    )
+    stats = feature_stats(keys, base, store, intact)
     return StateFeaturizer(keys, stats), stats
 
 

@@ -11,7 +11,7 @@ import sim
 from policies.checkpoint import load_policy
 from policies.registry import set_noise_scale
 from robotrl.algos.hil import DeviceIntervener, ScriptedHuman
-from robotrl.algos.residual import ResidualConfig, StateFeaturizer, save_agent
+from robotrl.algos.residual import ResidualConfig, StateFeaturizer, feature_stats, save_agent
 from robotrl.algos.residual_policy import ResidualPolicy, ZeroPolicy
 from robotrl.algos.residual_training import (
     TrainConfig,
@@ -19,7 +19,6 @@ from robotrl.algos.residual_training import (
     demo_buffer,
     train_residual,
 )
-from robotrl.datasets import compute_stats
 from robotrl.datasets.integrity import open_intact
 from robotrl.metrics import MetricsLogger, final_evaluation, log_episodes, worse_than_base
 from robotrl.policy_env import (
@@ -154,11 +153,7 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
         if cfg.demos
         else (None, None)
     )
-    if demos_store is not None:
-        stats = compute_stats(demos_store, keys, intact)
-    else:  # no demos: standardise as the base's own normaliser does
-        affine = {k: base.normalizer.affine(k) for k in keys}
-        stats = {k: {"mean": off, "std": 1.0 / scale} for k, (off, scale) in affine.items()}
+    stats = feature_stats(keys, base, demos_store, intact)
     featurizer = StateFeaturizer(keys, stats)
     rcfg = ResidualConfig(**OmegaConf.to_object(cfg.residual))
     name = cfg.name if cfg.role == "single" else f"{cfg.name}-{cfg.role}"

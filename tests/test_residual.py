@@ -177,3 +177,17 @@ def test_load_agent_drops_options_an_older_checkpoint_saved(tmp_path):
     obs = torch.zeros(3, 4)
     base = torch.zeros(3, 2)
     torch.testing.assert_close(loaded.residual(obs, base), agent.residual(obs, base))
+
+
+def test_feature_stats_from_the_demos_or_the_base_normaliser(tmp_path):
+    from robotrl.algos.residual import feature_stats
+
+    class Base:  # the base's normaliser maps x to (x - offset) * scale
+        class normalizer:
+            @staticmethod
+            def affine(key):
+                return np.array([1.0, 2.0]), np.array([0.5, 4.0])
+
+    stats = feature_stats(["state/x"], Base())
+    np.testing.assert_allclose(stats["state/x"]["mean"], [1.0, 2.0])
+    np.testing.assert_allclose(stats["state/x"]["std"], [2.0, 0.25])

@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from robotrl.algos.networks import EnsembleCritic, mlp
+from robotrl.datasets import EpisodeStore, compute_stats
 
 
 @dataclass
@@ -126,6 +127,17 @@ class StateFeaturizer:
         """(..., O) float32 features of one observation (or a batch with leading dims)."""
         x = np.concatenate([np.asarray(obs[k], np.float32) for k in self.keys], axis=-1)
         return ((x - self.mean) * self.inv_std).astype(np.float32)
+
+
+def feature_stats(
+    keys: Sequence[str], base: Any, store: EpisodeStore | None = None, episodes: Any = None
+) -> dict[str, dict[str, np.ndarray]]:
+    """``{key: {"mean", "std"}}`` for a :class:`StateFeaturizer`: of the demo ``store``'s
+    ``episodes`` (a boolean mask; None: all) when given, else the base's own normaliser."""
+    if store is not None:
+        return compute_stats(store, list(keys), episodes)
+    affine = {k: base.normalizer.affine(k) for k in keys}
+    return {k: {"mean": off, "std": 1.0 / scale} for k, (off, scale) in affine.items()}
 
 
 def _truncated_normal(shape: tuple[int, ...], std: float, rng: np.random.Generator) -> np.ndarray:
