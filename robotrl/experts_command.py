@@ -52,7 +52,9 @@ def run_experts(cfg: DictConfig) -> dict[str, Any]:
                 1,
                 seed=cfg.seed + v,
                 progress=False,
-                on_step=lambda e, frames=frames: frames.append(e.render_camera("front")),
+                on_step=lambda e, frames=frames: frames.append(
+                    e.render_camera("front", video=True)
+                ),
             )
             videos.append(
                 str(write_mp4(frames, run_dir / f"{task}_expert_{v}.mp4", env.control_hz))

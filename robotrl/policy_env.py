@@ -151,7 +151,9 @@ def record_videos(
                 1,
                 seed=seed + i,
                 progress=False,
-                on_step=lambda e, frames=frames: frames.append(e.render_camera("front")),
+                on_step=lambda e, frames=frames: frames.append(
+                    e.render_camera("front", video=True)
+                ),
             )
             tag = "success" if res.successes[0] else "failure"
             path = write_mp4(frames, out_dir / f"{prefix}_{i}_{tag}.mp4", env.control_hz)

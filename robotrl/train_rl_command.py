@@ -50,10 +50,16 @@ def _human(cfg: DictConfig, task: str, make_env: Any) -> Any:
     return DeviceIntervener(device)
 
 
-def _ray_envs(cfg: DictConfig, make_env: Any) -> Any:
-    """The training envs on ``ray.workers`` Ray workers (None: in this process)."""
+def _vector_envs(cfg: DictConfig, make_env: Any) -> Any:
+    """The training envs: on ``ray.workers`` Ray workers; else, for several envs, in slices
+    over this process and worker processes (``sim.make_vec``'s vector env); None: one env, or
+    guarded envs whose counters live in this process, stepped here."""
     workers = int(cfg.get("ray", {}).get("workers", 0) or 0)
     if workers <= 0:
+        if cfg.num_envs > 1 and str(cfg.get("safety", "off")) == "off":
+            from sim.vector_env import SlicedVectorEnv
+
+            return SlicedVectorEnv([make_env] * cfg.num_envs)
         return None
     if cfg.num_envs % workers:
         raise ValueError(f"num_envs ({cfg.num_envs}) must be a multiple of ray.workers ({workers})")
@@ -196,7 +202,7 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
         finally:
             if isinstance(human, DeviceIntervener):
                 human.device.stop()
-    vector_env = _ray_envs(cfg, make_env)
+    vector_env = _vector_envs(cfg, make_env)
     try:
         result = train_residual(
             base,

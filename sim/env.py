@@ -46,6 +46,15 @@ SIM_CONTROLLER_DEFAULTS: dict[str, Any] = {
 DOWN = np.diag([1.0, -1.0, -1.0])  # TCP orientation at home: z pointing at the table
 
 
+# scene features observation images go without (each costs several times the frame on a CPU
+# renderer; sim.env.PandaEnv.render_camera)
+OBS_RENDER_OFF = (
+    mujoco.mjtRndFlag.mjRND_SHADOW,
+    mujoco.mjtRndFlag.mjRND_REFLECTION,
+    mujoco.mjtRndFlag.mjRND_SKYBOX,
+)
+
+
 class PandaEnv(gym.Env):
     """One Panda arm, one task.
 
@@ -174,7 +183,7 @@ class PandaEnv(gym.Env):
             from sim.safety_guard import SafetyGuard
 
             self.guard = SafetyGuard(self, safety, **(safety_kwargs or {}))
-        self._renderer: mujoco.Renderer | None = None
+        self._renderers: dict[str, mujoco.Renderer] = {}
         self._rng = np.random.default_rng()
         self._steps = 0
 
@@ -349,19 +358,35 @@ class PandaEnv(gym.Env):
         mujoco.mj_forward(m, d)
 
     # ------------------------------------------------------------------ rendering
-    def render_camera(self, camera: str) -> np.ndarray:
-        """(H, W, 3) uint8 image from ``camera`` at :attr:`image_size`."""
-        if self._renderer is None:
-            self._renderer = mujoco.Renderer(self.model, *self.image_size)
-        self._renderer.update_scene(self.data, camera=camera)
-        return self._renderer.render().copy()
+    def render_camera(self, camera: str, *, video: bool = False) -> np.ndarray:
+        """(H, W, 3) uint8 image from ``camera`` at :attr:`image_size`.
+
+        Observations (``video=False``) are drawn the cheap way a CPU renderer needs: no
+        shadows, reflections or skybox and no multisampling. Videos keep MuJoCo's full look.
+        """
+        key = "video" if video else "obs"
+        renderer = self._renderers.get(key)
+        if renderer is None:
+            quality = self.model.vis.quality
+            samples = quality.offsamples
+            quality.offsamples = samples if video else 0  # read when the context is made
+            try:
+                renderer = mujoco.Renderer(self.model, *self.image_size)
+            finally:
+                quality.offsamples = samples
+            self._renderers[key] = renderer
+        renderer.update_scene(self.data, camera=camera)
+        if not video:
+            for flag in OBS_RENDER_OFF:
+                renderer.scene.flags[flag] = 0
+        return renderer.render().copy()
 
     def render(self) -> np.ndarray | None:
         if self.render_mode != "rgb_array":
             return None
-        return self.render_camera(self.cameras[0] if self.cameras else "front")
+        return self.render_camera(self.cameras[0] if self.cameras else "front", video=True)
 
     def close(self) -> None:
-        if self._renderer is not None:
-            self._renderer.close()
-            self._renderer = None
+        for renderer in self._renderers.values():
+            renderer.close()
+        self._renderers.clear()

@@ -227,9 +227,10 @@ class PyBulletPandaEnv(gym.Env):
         return self._observe(), reward, terminated, truncated, info
 
     # ------------------------------------------------------------------ rendering
-    def render_camera(self, camera: str) -> np.ndarray:
+    def render_camera(self, camera: str, *, video: bool = True) -> np.ndarray:
         """(H, W, 3) uint8 image at :attr:`image_size` from ``front`` (MuJoCo's front camera
-        pose), by PyBullet's CPU TinyRenderer; for videos, not for observations."""
+        pose), by PyBullet's CPU TinyRenderer; for videos, not for observations (``video`` is
+        accepted for :class:`sim.env.PandaEnv`'s signature)."""
         if camera != "front":
             raise ValueError(f"the pybullet backend renders only 'front', got {camera!r}")
         h, w = self.image_size

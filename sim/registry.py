@@ -16,6 +16,7 @@ from sim.tasks.lift import LiftExpert, LiftTask
 from sim.tasks.peg_insert import PegInsertExpert, PegInsertTask
 from sim.tasks.pick_color import PickColorExpert, PickColorTask
 from sim.tasks.reach import ReachExpert, ReachTask
+from sim.vector_env import SlicedVectorEnv
 
 TASKS: dict[str, type[Task]] = {
     "reach": ReachTask,
@@ -70,19 +71,17 @@ def make_vec(
     task: str,
     num_envs: int,
     *,
-    asynchronous: bool = True,
-    context: str = "spawn",
+    workers: int | None = None,
     autoreset_mode: gym.vector.AutoresetMode = gym.vector.AutoresetMode.NEXT_STEP,
     **kwargs: Any,
-) -> gym.vector.VectorEnv:
-    """``num_envs`` copies of ``task``; ``asynchronous`` runs each in its own process.
+) -> SlicedVectorEnv:
+    """``num_envs`` copies of ``task`` in ``workers`` slices (a
+    :class:`sim.vector_env.SlicedVectorEnv`: the first slice in this process, each other in a
+    worker process; default one slice per usable core, ``workers=1``: all in this process).
+
     ``autoreset_mode``: Gymnasium's (``DISABLED``: the caller resets finished envs itself, with
     ``reset(seed=[...], options={"reset_mask": mask})``, as chunk-level RL rollouts do).
-
-    Seeds: ``reset(seed=s)`` seeds env i with ``s + i`` (Gymnasium's convention). Observations
-    travel through pipes, not shared memory: for dicts of small arrays that measured faster
-    here (``robotrl bench sim``). Threads do not pay: MuJoCo releases the GIL in ``mj_step``,
-    but an env step is ~40 % Python, and thread hand-offs ate the rest (measured, not kept).
+    Seeds: ``reset(seed=s)`` seeds env i with ``s + i`` (Gymnasium's convention).
     """
     if num_envs < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
@@ -91,11 +90,7 @@ def make_vec(
     else:
         _backend_make(kwargs["backend"])
     fns: list[Callable[[], gym.Env]] = [lambda: make(task, **kwargs) for _ in range(num_envs)]
-    if asynchronous and num_envs > 1:
-        return gym.vector.AsyncVectorEnv(
-            fns, context=context, shared_memory=False, autoreset_mode=autoreset_mode
-        )
-    return gym.vector.SyncVectorEnv(fns, autoreset_mode=autoreset_mode)
+    return SlicedVectorEnv(fns, workers=workers, autoreset_mode=autoreset_mode)
 
 
 def make_expert(task: str, env: PandaEnv | None = None, **kwargs: Any) -> ScriptedExpert:

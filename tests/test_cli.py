@@ -167,8 +167,8 @@ def test_dataset_and_bench_help(capsys, monkeypatch):
     assert "  # export" in out  # section comments stay headings
     assert main(["bench", "sim", "--help"]) == 0
     out = capsys.readouterr().out
-    doc = _yaml_comment("bench_sim", "steps")
-    assert re.search(rf"^  steps +2000 +{re.escape(doc)}$", out, re.MULTILINE)
+    doc = _yaml_comment("bench_sim", "rounds")
+    assert re.search(rf"^  rounds +10 +{re.escape(doc)}$", out, re.MULTILINE)
     assert re.search(r"^  controller +native +config group: impedance \| native \| osc", out, re.M)
 
 

@@ -32,7 +32,7 @@ def test_tasks_without_instructions_are_unchanged():
 
 
 def test_vector_env_batches_instructions():
-    venv = sim.make_vec("pick_color", 2, asynchronous=False)
+    venv = sim.make_vec("pick_color", 2, workers=1)
     try:
         obs, _ = venv.reset(seed=5)
         singles = []

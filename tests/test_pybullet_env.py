@@ -108,7 +108,7 @@ def test_bad_arguments_raise_with_what_was_given():
 
 
 def test_vector_env_of_pybullet_envs():
-    venv = sim.make_vec("reach", 2, backend="pybullet", asynchronous=False)
+    venv = sim.make_vec("reach", 2, backend="pybullet", workers=1)
     try:
         obs, _ = venv.reset(seed=0)
         assert obs["state/ee_pos"].shape == (2, 3)

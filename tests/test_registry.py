@@ -40,7 +40,7 @@ def test_unknown_backend_lists_the_backend_names():
 
 
 def test_vector_env_in_processes_matches_single_envs():
-    venv = sim.make_vec("reach", 2, asynchronous=True)
+    venv = sim.make_vec("reach", 2, workers=2)
     try:
         obs, _ = venv.reset(seed=10)
         actions = np.tile(np.array([0.5, 0, 0, 0, 0, 0, -1], np.float32), (2, 1))

@@ -61,6 +61,25 @@ def test_residual_with_demos_and_scripted_human(tmp_path, base_and_demos):
     assert len(out["videos"]) == 1
 
 
+def test_several_envs_step_in_slices_over_processes(tmp_path, base_and_demos, monkeypatch):
+    import sim.vector_env
+
+    made = []
+    real = sim.vector_env.SlicedVectorEnv
+
+    def spy(*args, **kwargs):
+        made.append(real(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(sim.vector_env, "SlicedVectorEnv", spy)
+    ckpt, store = base_and_demos
+    cfg = [f"checkpoint={ckpt}", f"demos={store}", f"output_dir={tmp_path}", "num_envs=2"]
+    out = run_train_rl(compose("train_rl", [*cfg, *TINY]))
+    assert out["env_steps"] == 120
+    assert len(made) == 1 and made[0].num_envs == 2
+    assert made[0].workers == min(2, sim.vector_env.usable_cores())
+
+
 def test_rlpd_learns_from_scratch_on_a_zero_base(tmp_path, base_and_demos):
     from robotrl.algos.residual_policy import ZeroPolicy, load_residual_policy
 
