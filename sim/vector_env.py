@@ -25,7 +25,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import cloudpickle
 import gymnasium as gym
@@ -111,6 +111,10 @@ class EnvSlice:
     def attributes(self, names: Sequence[str]) -> dict[str, Any]:
         return {n: getattr(self.envs[0], n) for n in names if hasattr(self.envs[0], n)}
 
+    def spaces(self) -> tuple[gym.Space, gym.Space]:
+        """(observation space, action space) of one env."""
+        return self.envs[0].observation_space, self.envs[0].action_space
+
     def call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:
         out = []
         for env in self.envs:
@@ -155,6 +159,102 @@ def _serve(conn: Connection, payload: bytes) -> None:
             conn.send(("error", f"{type(exc).__name__}: {exc}"))
 
 
+class SliceHandle(Protocol):
+    """Where a slice lives: ``submit`` a command, then read its ``result`` (one at a time)."""
+
+    def submit(self, cmd: str, args: tuple) -> None: ...
+
+    def result(self) -> Any:
+        """The answer of the submitted command; a failure raises one line."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class LocalSlice:
+    """A slice in this process: the command runs when its result is read."""
+
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]]) -> None:
+        self.slice = EnvSlice(env_fns)
+        self._cmd: tuple[str, tuple] | None = None
+
+    def submit(self, cmd: str, args: tuple) -> None:
+        self._cmd = (cmd, args)
+
+    def result(self) -> Any:
+        if self._cmd is None:
+            raise RuntimeError("nothing was submitted")
+        (cmd, args), self._cmd = self._cmd, None
+        return getattr(self.slice, cmd)(*args)
+
+    def close(self) -> None:
+        self.slice.close()
+
+
+class ProcessSlice:
+    """A slice in a worker process, over a pipe.
+
+    Args:
+        env_fns: the slice's env factories. index: its number in error messages (1 = the
+            first worker). context: multiprocessing context.
+    """
+
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], index: int, context: Any) -> None:
+        self.index = index
+        self.conn, child = context.Pipe()
+        payload = cloudpickle.dumps(list(env_fns))
+        self.proc = context.Process(target=_serve, args=(child, payload), daemon=True)
+        self.proc.start()
+        child.close()
+
+    def started(self) -> None:
+        """Wait until the worker built its envs (raises its error if it could not)."""
+        self.result()
+
+    def submit(self, cmd: str, args: tuple) -> None:
+        try:
+            self.conn.send((cmd, args))
+        except OSError as exc:  # a broken pipe: the worker is gone
+            raise self._died() from exc
+
+    def result(self) -> Any:
+        try:
+            _spin_until_readable(self.conn)
+            status, value = self.conn.recv()
+        except (EOFError, ConnectionResetError) as exc:
+            raise self._died() from exc
+        if status != "ok":
+            raise RuntimeError(f"vector env worker {self.index}: {value}")
+        return value
+
+    def _died(self) -> RuntimeError:
+        self.proc.join(timeout=1.0)
+        return RuntimeError(
+            f"vector env worker {self.index} (pid {self.proc.pid}) died, "
+            f"exit code {self.proc.exitcode}"
+        )
+
+    def close(self) -> None:
+        try:
+            if self.proc.is_alive():
+                self.conn.send(("close", ()))
+                if self.conn.poll(10.0):
+                    self.conn.recv()
+        except (OSError, EOFError):
+            pass
+        self.proc.join(timeout=5.0)
+        if self.proc.is_alive():
+            self.proc.terminate()
+            self.proc.join(timeout=5.0)
+        self.conn.close()
+
+
+def split_slices(n: int, parts: int) -> list[range]:
+    """``n`` env indices in ``parts`` contiguous slices of near-equal size."""
+    bounds = np.linspace(0, n, parts + 1).round().astype(int)
+    return [range(a, b) for a, b in itertools.pairwise(bounds)]
+
+
 class SlicedVectorEnv(gym.vector.VectorEnv):
     """``len(env_fns)`` envs in ``workers`` contiguous slices: the first in this process,
     the others in worker processes.
@@ -182,68 +282,44 @@ class SlicedVectorEnv(gym.vector.VectorEnv):
     ) -> None:
         if not env_fns:
             raise ValueError("need at least one env")
-        if autoreset_mode not in (AutoresetMode.NEXT_STEP, AutoresetMode.DISABLED):
-            raise ValueError(f"autoreset_mode must be NEXT_STEP or DISABLED, got {autoreset_mode}")
-        n = len(env_fns)
-        w = min(usable_cores() if workers is None else int(workers), n)
+        w = min(usable_cores() if workers is None else int(workers), len(env_fns))
         if w < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
-        bounds = np.linspace(0, n, w + 1).round().astype(int)
-        self.slices = [range(a, b) for a, b in itertools.pairwise(bounds)]
-        self.num_envs, self.workers, self.autoreset_mode = n, w, autoreset_mode
-        self._conns: list[Connection] = []
-        self._procs: list[Any] = []
-        self._closed = False
-        ctx = mp.get_context(context)
+        slices = split_slices(len(env_fns), w)
+        handles: list[SliceHandle] = []
         try:
-            for s in self.slices[1:]:
-                parent, child = ctx.Pipe()
-                fns = cloudpickle.dumps([env_fns[i] for i in s])
-                proc = ctx.Process(target=_serve, args=(child, fns), daemon=True)
-                proc.start()
-                child.close()
-                self._conns.append(parent)
-                self._procs.append(proc)
-            self.local = EnvSlice([env_fns[i] for i in self.slices[0]])
-            for k in range(len(self._conns)):
-                self._receive(k)
+            ctx = mp.get_context(context)
+            remote = [
+                ProcessSlice([env_fns[i] for i in s], k, ctx) for k, s in enumerate(slices) if k > 0
+            ]
+            handles = [LocalSlice([env_fns[i] for i in slices[0]]), *remote]
+            for r in remote:
+                r.started()
         except BaseException:
-            self.close()
+            for h in handles:
+                h.close()
             raise
-        first = self.local.envs[0]
-        self.single_observation_space = first.observation_space
-        self.single_action_space = first.action_space
-        self.observation_space = gym.vector.utils.batch_space(first.observation_space, n)
-        self.action_space = gym.vector.utils.batch_space(first.action_space, n)
-        self.metadata = {**getattr(first, "metadata", {}), "autoreset_mode": autoreset_mode}
-        self.render_mode = getattr(first, "render_mode", None)
+        self._setup(handles, slices, autoreset_mode)
+
+    def _setup(
+        self, handles: Sequence[SliceHandle], slices: Sequence[range], autoreset_mode: AutoresetMode
+    ) -> None:
+        """Spaces and state over ready ``handles`` (one per slice of ``slices``)."""
+        if autoreset_mode not in (AutoresetMode.NEXT_STEP, AutoresetMode.DISABLED):
+            raise ValueError(f"autoreset_mode must be NEXT_STEP or DISABLED, got {autoreset_mode}")
+        self._handles, self.slices = list(handles), list(slices)
+        self._closed = False
+        n = self.num_envs = sum(len(s) for s in slices)
+        self.workers, self.autoreset_mode = len(slices), autoreset_mode
+        obs_space, act_space = self._run("spaces", [()] * len(slices))[0]
+        self.single_observation_space, self.single_action_space = obs_space, act_space
+        self.observation_space = gym.vector.utils.batch_space(obs_space, n)
+        self.action_space = gym.vector.utils.batch_space(act_space, n)
+        self.metadata = {"autoreset_mode": autoreset_mode}
         self._batch: dict[str, np.ndarray] | None = None  # key -> (N, ...) latest observations
         self._done = np.zeros(n, dtype=bool)
 
-    # ----------------------------------------------------------------- workers
-    def _receive(self, k: int) -> Any:
-        try:
-            _spin_until_readable(self._conns[k])
-            status, value = self._conns[k].recv()
-        except (EOFError, ConnectionResetError) as exc:
-            raise self._died(k) from exc
-        if status != "ok":
-            raise RuntimeError(f"vector env worker {k + 1}: {value}")
-        return value
-
-    def _receive_or_error(self, k: int) -> Any:
-        try:
-            return self._receive(k)
-        except RuntimeError as exc:
-            return exc
-
-    def _died(self, k: int) -> RuntimeError:
-        proc = self._procs[k]
-        proc.join(timeout=1.0)
-        return RuntimeError(
-            f"vector env worker {k + 1} (pid {proc.pid}) died, exit code {proc.exitcode}"
-        )
-
+    # ----------------------------------------------------------------- slices
     def _run(
         self,
         cmd: str,
@@ -251,24 +327,27 @@ class SlicedVectorEnv(gym.vector.VectorEnv):
         while_waiting: Callable[[Any], None] | None = None,
     ) -> list[Any]:
         """``EnvSlice.<cmd>(*args)`` on every slice at once; one result per slice.
-        ``while_waiting(local_result)`` runs before the workers' answers are read."""
+        ``while_waiting(first_result)`` runs before the other slices' answers are read."""
         if self._closed:
             raise RuntimeError("the vector env is closed")
-        for k, args in enumerate(per_slice[1:]):
-            try:
-                self._conns[k].send((cmd, args))
-            except OSError as exc:  # a broken pipe: the worker is gone
-                raise self._died(k) from exc
+        submitted = 0
         try:
-            local = getattr(self.local, cmd)(*per_slice[0])
-            if while_waiting is not None:
-                while_waiting(local)
-        finally:  # every worker's answer is read, also when the local slice failed
-            remote = [self._receive_or_error(k) for k in range(len(self._conns))]
-        for value in remote:
-            if isinstance(value, Exception):
-                raise value
-        return [local, *remote]
+            for h, args in zip(self._handles, per_slice, strict=True):
+                h.submit(cmd, args)
+                submitted += 1
+        finally:
+            errors: list[BaseException] = []
+            out: list[Any] = []
+            for i, h in enumerate(self._handles[:submitted]):
+                try:  # every answer is read, also after a failure, so the next call is in step
+                    out.append(h.result())
+                    if i == 0 and while_waiting is not None:
+                        while_waiting(out[0])
+                except Exception as exc:
+                    errors.append(exc)
+        if errors:
+            raise errors[0]
+        return out
 
     def _run_flat(self, cmd: str, per_slice: Sequence[tuple]) -> list[Any]:
         """:meth:`_run` of a command answering one entry per env: the per-env list."""
@@ -280,7 +359,8 @@ class SlicedVectorEnv(gym.vector.VectorEnv):
     # ----------------------------------------------------------------- per-env view
     def env_attributes(self, names: Sequence[str]) -> dict[str, Any]:
         """Attributes of the first env (the same for all) that exist, e.g. ``max_dpos``."""
-        return self.local.attributes(names)
+        attrs: dict[str, Any] = self._run("attributes", [(list(names),)] * self.workers)[0]
+        return attrs
 
     def reset_each(
         self, seeds: Sequence[int | None], mask: Sequence[bool] | None = None
@@ -377,21 +457,8 @@ class SlicedVectorEnv(gym.vector.VectorEnv):
         return self.call(name)
 
     def close(self, **kwargs: Any) -> None:
-        if self._closed:
+        if getattr(self, "_closed", True):
             return
         self._closed = True
-        for conn, proc in zip(self._conns, self._procs, strict=True):
-            try:
-                if proc.is_alive():
-                    conn.send(("close", ()))
-                    if conn.poll(10.0):
-                        conn.recv()
-            except (OSError, EOFError):
-                pass
-            proc.join(timeout=5.0)
-            if proc.is_alive():
-                proc.terminate()
-                proc.join(timeout=5.0)
-            conn.close()
-        if hasattr(self, "local"):
-            self.local.close()
+        for h in self._handles:
+            h.close()

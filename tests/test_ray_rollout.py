@@ -12,7 +12,7 @@ ray = pytest.importorskip("ray", reason="ray not installed (extra 'dist')")
 import sim  # noqa: E402
 from robotrl.algos.residual import StateFeaturizer  # noqa: E402
 from robotrl.algos.residual_rollout import ResidualRollout  # noqa: E402
-from robotrl.distributed.ray_rollout import RayVectorEnv, RolloutWorker  # noqa: E402
+from robotrl.distributed.ray_rollout import RayVectorEnv  # noqa: E402
 from sim.toy import STATE_STATS, BiasedPointBase, PointGoal  # noqa: E402
 
 # Factories pickled by reference to importable modules (Ray workers cannot import this file).
@@ -27,16 +27,11 @@ def local_ray():
     ray.shutdown()
 
 
-def test_worker_resets_only_masked_envs_and_steps_each():
-    w = RolloutWorker(_point, 2)
-    out = w.reset([3, 4], [True, False])
-    assert out[1] is None and out[0] is not None
-    ref = PointGoal(horizon=10)
-    np.testing.assert_array_equal(out[0][0]["state/goal"], ref.reset(seed=3)[0]["state/goal"])
-    steps = w.step(np.zeros((2, 2), np.float32))
-    assert len(steps) == 2 and steps[0][3] is False
-    with pytest.raises(ValueError, match="num_envs"):
-        RolloutWorker(_point, 0)
+def test_bad_sizes_are_refused_before_ray_starts():
+    with pytest.raises(ValueError, match="num_workers"):
+        RayVectorEnv(_point, 0)
+    with pytest.raises(ValueError, match="envs_per_worker"):
+        RayVectorEnv(_point, 1, 0)
 
 
 @pytest.mark.slow
@@ -62,6 +57,11 @@ def test_ray_vector_env_matches_local_envs(local_ray):
         assert not np.allclose(obs2["state/ee_pos"][0], obs["state/ee_pos"][0])
         with pytest.raises(ValueError, match="2 rows"):
             venv.step(actions[:1])
+        bad = np.zeros((2, 3), np.float32)
+        with pytest.raises(RuntimeError, match=r"worker 1: ValueError: action must have shape"):
+            venv.step(bad)
+        obs, *_ = venv.step(actions)  # every worker's answer was read: the env goes on
+        assert obs["state/ee_pos"].shape == (2, 3)
     finally:
         venv.close()
 

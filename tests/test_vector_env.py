@@ -145,8 +145,8 @@ def test_a_dead_worker_is_reported_with_its_exit_code():
     venv = SlicedVectorEnv([_point()] * 2, workers=2)
     try:
         venv.reset(seed=0)
-        os.kill(venv._procs[0].pid, signal.SIGKILL)
-        venv._procs[0].join(timeout=10)
+        os.kill(venv._handles[1].proc.pid, signal.SIGKILL)
+        venv._handles[1].proc.join(timeout=10)
         with pytest.raises(RuntimeError, match=r"worker 1 \(pid \d+\) died, exit code -9"):
             venv.step(np.zeros((2, 2), np.float32))
     finally:
