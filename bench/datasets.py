@@ -88,6 +88,39 @@ def _record(store: EpisodeStore, frames: np.ndarray, episodes: int, realtime: bo
     }
 
 
+LIFT_STATE = {  # the lift env's state observation (key -> size)
+    "state/joint_pos": 7,
+    "state/joint_vel": 7,
+    "state/ee_pos": 3,
+    "state/ee_quat": 4,
+    "state/ee_twist": 6,
+    "state/wrench": 6,
+    "state/gripper": 1,
+    "state/cube_pos": 3,
+    "state/cube_quat": 4,
+}
+
+
+def _commit_state_only(store: EpisodeStore, episodes: int, steps: int) -> dict:
+    """Mean commit time of state-only episodes shaped like lift's (what a quickstart records)."""
+    rng = np.random.default_rng(0)
+    commit_s = []
+    for _ in range(episodes):
+        with store.begin_episode(operator="bench", task="lift", language="") as w:
+            for _ in range(steps):
+                obs = {k: rng.standard_normal(n).astype(np.float32) for k, n in LIFT_STATE.items()}
+                w.add(obs, rng.uniform(-1, 1, 7).astype(np.float32), {"intervention": False})
+            t0 = time.perf_counter()
+            w.commit(success=True, final_obs=obs)
+            commit_s.append(time.perf_counter() - t0)
+    return {
+        "episodes": episodes,
+        "steps": steps,
+        "commit_ms_mean": round(1e3 * float(np.mean(commit_s)), 1),
+        "commit_ms_median": round(1e3 * float(np.median(commit_s)), 1),
+    }
+
+
 def _read(store: EpisodeStore, keys: list[str], cache: bool, batches: int) -> dict:
     t0 = time.perf_counter()
     ds = SequenceDataset(store, keys, 2, 16, cache_bytes=(8 << 30) if cache else 0)
@@ -151,6 +184,8 @@ def main() -> None:
         result["record_realtime_20hz"] = _record(store, frames, args.episodes, realtime=True)
     with EpisodeStore.create(root / "fast", fps=FPS, robot="panda") as store:
         result["record_unthrottled"] = _record(store, frames, 2 * args.episodes, realtime=False)
+    with EpisodeStore.create(root / "state", fps=FPS, robot="panda") as st:
+        result["commit_state_only_60_steps"] = _commit_state_only(st, 20, 60)
     disk = sum(f.stat().st_size for f in (root / "fast").rglob("*") if f.is_file())
     result["disk_bytes_per_step"] = round(disk / store.num_steps)
     store = EpisodeStore.open(root / "fast")

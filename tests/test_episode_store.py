@@ -100,6 +100,31 @@ def test_round_trip_and_metadata(store: EpisodeStore) -> None:
     assert verify(store.path)["clean"]
 
 
+def test_episodes_reads_what_episode_reads(store: EpisodeStore) -> None:
+    for e in range(4):
+        record(store, e)
+
+    def same(a: dict, b: dict) -> None:
+        assert a.keys() == b.keys()
+        for k, v in a.items():
+            if k == "final_obs":
+                assert v.keys() == b[k].keys()
+                assert all(np.array_equal(v[f], b[k][f]) for f in v)
+            elif isinstance(v, np.ndarray):
+                assert v.dtype == b[k].dtype and np.array_equal(v, b[k]), k
+            else:
+                assert v == b[k], k
+
+    for a, i in zip(store.episodes(), range(4), strict=True):
+        same(a, store.episode(i))
+    picked = list(store.episodes([2, -1], keys=["action"]))
+    assert [ep["episode_index"] for ep in picked] == [2, 3]
+    same(picked[0], store.episode(2, keys=["action"]))
+    assert list(store.episodes([])) == []
+    with pytest.raises(IndexError, match="episode 4 out of range"):
+        next(store.episodes([0, 4]))
+
+
 def test_diffusion_policy_style_reader(store: EpisodeStore) -> None:
     """A plain zarr reader sees data/<key> concatenated over time and meta/episode_ends."""
     for e in range(3):

@@ -118,8 +118,7 @@ def demo_buffer(
     )
     keys = [*base.config["state_dims"], *base.config.get("image_keys", [])]
     needed = list(dict.fromkeys([*keys, *featurizer.keys]))
-    for i in range(store.num_episodes) if episodes is None else episodes:
-        full = store.episode(int(i))
+    for full in store.episodes(None if episodes is None else [int(i) for i in episodes]):
         t_len = len(full["action"])
         obs_seq = [{k: full[k][t] for k in needed} for t in range(t_len)]
         obs_seq.append({k: np.asarray(full["final_obs"][k]) for k in needed})

@@ -114,8 +114,8 @@ def load_frames(
     obs: dict[str, list[np.ndarray]] = {k: [] for k in keys}
     labels, ep_index, steps = [], [], []
     success: dict[int, bool] = {}
-    for i in episodes:
-        ep = store.episode(int(i), keys=[*keys, "reward"])
+    for ep in store.episodes([int(i) for i in episodes], keys=[*keys, "reward"]):
+        i = ep["episode_index"]
         has_final = bool(ep["final_obs_valid"]) and all(k in ep["final_obs"] for k in keys)
         y = label_episode(ep["reward"], ep["success"], has_final, positive_window, ignore_before)
         for k in keys:

@@ -36,8 +36,7 @@ def copy_with_action_bias(
             attrs={"action_bias": b.tolist(), "biased_from": str(src)},
         )
         obs_keys = [k for k in store.keys if k.startswith(("state/", "images/"))]
-        for i in range(store.num_episodes):
-            ep = store.episode(i)
+        for ep in store.episodes():
             with out.begin_episode(
                 operator=str(ep["operator"]), task=str(ep["task"]), language=str(ep["language"])
             ) as w:

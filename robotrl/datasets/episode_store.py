@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -304,6 +304,35 @@ class EpisodeStore:
         }
         out["episode_index"] = i
         return out
+
+    def episodes(
+        self, indices: Iterable[int] | None = None, keys: list[str] | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """:meth:`episode` for each of ``indices`` (default all), reading each array once into
+        memory instead of a few reads per episode: for walking many episodes."""
+        n = self.num_episodes
+        wanted = list(range(n)) if indices is None else [int(i) for i in indices]
+        for i in wanted:
+            if not -n <= i < n:
+                raise IndexError(f"episode {i} out of range for a store of {n} episodes")
+        wanted = [i % n for i in wanted]
+        ends = self.episode_ends
+        data = {k: self.get(k) for k in (keys or self.keys)}
+        meta = {field: self._meta_array(field)[:n] for field in META_FIELDS}
+        finals = {
+            v["key"]: self._meta_array(FINAL_PREFIX + name)[:n]
+            for name, v in self._attrs["keys"].items()
+            if v.get("obs")
+        }
+        for i in wanted:
+            sl = slice(int(ends[i - 1]) if i > 0 else 0, int(ends[i]))
+            out: dict[str, Any] = {k: v[sl] for k, v in data.items()}
+            for field, values in meta.items():
+                out[field] = np.asarray(values[i]).item()
+            out["extra"] = json.loads(out["extra"]) if out["extra"] else {}
+            out["final_obs"] = {k: v[i] for k, v in finals.items()}
+            out["episode_index"] = i
+            yield out
 
     def __len__(self) -> int:
         return self.num_episodes

@@ -12,11 +12,13 @@ are invisible; a failed commit truncates them at once, and opening for append (o
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import zarr
+from zarr.core.sync import sync as zarr_sync
 
 from robotrl.datasets.durable_store import write_root_attrs
 from robotrl.datasets.integrity import CHECKSUMS, ChecksumItems, chain, episode_checksums
@@ -79,23 +81,22 @@ def commit_episode(
         }
         sums = episode_checksums(items, columns, final_obs, stored_meta)
     try:
+        appends: list[tuple[zarr.Array, int, Any]] = []  # (array, first new row, rows)
         for name, rows in columns.items():
             arr = require_array(store, store._data, name, rows.shape[1:], rows.dtype, t0)
-            arr.resize((t0 + length, *rows.shape[1:]))
-            arr[t0:] = rows
+            appends.append((arr, t0, rows))
         for name, value in final_obs.items():
             final_name = FINAL_PREFIX + name
             arr = require_array(store, store._meta, final_name, value.shape, value.dtype, n0)
-            arr.resize((n0 + 1, *value.shape))
-            arr[n0] = value
+            appends.append((arr, n0, np.asarray(value)[None]))
         for field, value in (*meta.items(), ("episode_ends", t0 + length)):
-            arr = store._meta_array(field)
-            arr.resize((n0 + 1,))
-            arr[n0] = value
+            values = np.empty(1, dtype=_meta_dtype(field))
+            values[0] = value
+            appends.append((store._meta_array(field), n0, values))
         if sealed:
             arr = require_array(store, store._meta, CHECKSUMS, sums.shape, sums.dtype, n0)
-            arr.resize((n0 + 1, *sums.shape))
-            arr[n0] = sums
+            appends.append((arr, n0, sums[None]))
+        append_rows(appends)
         if store.durable:
             store._zstore.sync()
         attrs = dict(store._attrs)
@@ -125,6 +126,21 @@ def commit_episode(
     return n0
 
 
+def append_rows(appends: list[tuple[zarr.Array, int, Any]]) -> None:
+    """Grow each array to ``start + len(rows)`` rows and write ``rows`` there, all arrays at
+    once on zarr's event loop (one round trip instead of two per array)."""
+
+    async def grow_and_write(arr: zarr.Array, start: int, rows: Any) -> None:
+        inner = arr._async_array
+        await inner.resize((start + len(rows), *arr.shape[1:]))
+        await inner.setitem(slice(start, start + len(rows)), rows)
+
+    async def all_arrays() -> None:
+        await asyncio.gather(*(grow_and_write(*a) for a in appends))
+
+    zarr_sync(all_arrays())
+
+
 def require_array(
     store: EpisodeStore,
     group: zarr.Group,
@@ -136,6 +152,9 @@ def require_array(
     """The array ``name`` of ``group`` (``store``'s data/ or meta/), created if absent (first
     episode); a leftover from an interrupted first commit with another shape is replaced.
     ``rows``: committed rows of the group (a mismatch with committed rows raises)."""
+    cached = store._arrays.get(f"{group.path}/{name}")
+    if cached is not None and cached.shape[1:] == tuple(shape) and cached.dtype == dtype:
+        return cached  # known from an earlier commit: no metadata round trip
     if name in group:
         arr = store._array(group, name)
         if arr.shape[1:] == tuple(shape) and arr.dtype == dtype:
