@@ -140,6 +140,7 @@ def test_rosbag_import_of_a_sim_clock_bag_matches_the_live_recording(tmp_path):
     np.testing.assert_allclose(imported.get("timestamp"), live.get("timestamp"), atol=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.ros2
 def test_robotrl_bag_record_info_and_play_over_dds(tmp_path, capsys):
     """The console script: record a publisher's messages from DDS, list them, play them back."""

@@ -55,6 +55,7 @@ def test_bad_actions_are_counted_not_applied() -> None:
         node.close()
 
 
+@pytest.mark.slow
 def test_kill_holds_within_50_ms_and_restart_resumes() -> None:
     os.environ.setdefault("CYCLONEDDS_URI", loopback_config())
     domain = random.randint(1, 230)

@@ -27,6 +27,7 @@ def test_collect_expert_into_a_new_store_then_append(tmp_path):
         assert store.num_episodes == 5
 
 
+@pytest.mark.slow
 def test_collect_cli_prints_json(tmp_path):
     out = tmp_path / "r.zarr"
     res = subprocess.run(

@@ -31,6 +31,7 @@ def test_reward_model_recovers_the_optimal_gain_in_process():
     np.testing.assert_allclose(q, -env.w_star.T @ env.w_star, atol=1e-2)
 
 
+@pytest.mark.slow
 def test_learning_converges_across_a_learner_kill_and_restart():
     out = demo(duration=8.0, kill_at=1.5, down=1.5, outbox_batches=8, batch_size=16)
     a = out["actor"]

@@ -5,6 +5,7 @@ import torch
 from policies.diffusion import DiffusionPolicy
 
 
+@pytest.mark.slow
 def test_ddim_fits_a_conditional_target():
     torch.manual_seed(0)
     w = torch.randn(3, 2) * 0.3

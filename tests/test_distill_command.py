@@ -38,6 +38,7 @@ def teacher(tmp_path_factory):
     return out["checkpoint"], store
 
 
+@pytest.mark.slow
 def test_distill_writes_a_student_and_compares_it_with_the_teacher(tmp_path, teacher, capsys):
     ckpt, store = teacher
     rc = main(

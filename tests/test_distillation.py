@@ -87,6 +87,7 @@ def test_student_starts_as_the_one_step_teacher(teacher):
     )
 
 
+@pytest.mark.slow
 def test_student_matches_the_teacher_with_one_network_call(teacher):
     val = list(Loader(99, 4))
     before = match_error(DistilledPolicy.from_teacher(teacher).eval(), teacher, val)

@@ -38,6 +38,7 @@ def test_log_density_matches_the_sampled_spread():
     assert abs(-logp.mean().item() - expected) < 0.05
 
 
+@pytest.mark.slow
 def test_updates_move_the_latent_policy_towards_the_rewarded_noise():
     # one-step problem: reward = -|w - target|^2, terminal; the mean noise must approach target
     agent = _agent(bound=1.5, batch_size=128, init_alpha=1e-3)

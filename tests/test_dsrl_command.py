@@ -38,6 +38,7 @@ def _cfg(tmp_path, ckpt, *extra):
     )
 
 
+@pytest.mark.slow
 def test_train_rl_dsrl_end_to_end_and_eval(tmp_path, reach):
     ckpt, demos = reach
     out = run_train_rl(_cfg(tmp_path, ckpt, f"demos={demos}", "videos=1", "num_envs=2"))

@@ -17,6 +17,7 @@ def _feat() -> StateFeaturizer:
 CFG = DSRLConfig(hidden=64, batch_size=128, utd=4)
 
 
+@pytest.mark.slow
 def test_dsrl_steers_a_biased_base_to_90_percent():
     base = SteerablePointBase(bias=(0.5, -0.5), noise_gain=0.5)
     train = DSRLTrainConfig(
@@ -29,6 +30,7 @@ def test_dsrl_steers_a_biased_base_to_90_percent():
     assert res.steps_to_target == last["env_steps"] < train.total_steps
 
 
+@pytest.mark.slow
 def test_env_steps_and_episodes_are_counted_over_envs():
     base = SteerablePointBase()
     train = DSRLTrainConfig(total_steps=400, warmup_steps=100, eval_every=10_000, eval_episodes=2)
@@ -48,6 +50,7 @@ def test_a_budget_without_training_is_refused():
         train_dsrl(SteerablePointBase(), PointGoal, _feat(), CFG, train, progress=False)
 
 
+@pytest.mark.slow
 def test_same_seed_same_curve():
     train = DSRLTrainConfig(total_steps=600, warmup_steps=100, eval_every=300, eval_episodes=5)
     runs = [

@@ -147,6 +147,7 @@ def test_single_writer(store: EpisodeStore) -> None:
         EpisodeStore.open(store.path, mode="r").begin_episode()
 
 
+@pytest.mark.slow
 def test_sigkill_while_recording(tmp_path: Path) -> None:
     """Kill -9 a recording process at random moments; every committed episode survives."""
     path = tmp_path / "crash.zarr"

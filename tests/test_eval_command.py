@@ -16,6 +16,7 @@ def checkpoint(tmp_path_factory):
     return tiny_checkpoint(root, reach_demos(root))
 
 
+@pytest.mark.slow
 def test_eval_with_reflex_reports_guard_counts(tmp_path, checkpoint):
     critic = tmp_path / "critic.npz"
     np.savez(critic, **pushing_down_low_critic(z_limit=2.0))  # vetoes every downward command

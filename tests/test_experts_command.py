@@ -1,10 +1,12 @@
 import imageio.v2 as imageio
+import pytest
 from omegaconf import OmegaConf
 
 from robotrl.cli import compose
 from robotrl.experts_command import run_experts
 
 
+@pytest.mark.slow
 def test_experts_evaluates_experts_and_writes_videos(tmp_path):
     cfg = compose(
         "experts",

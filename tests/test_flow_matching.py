@@ -129,6 +129,7 @@ def test_gaussian_log_prob_matches_torch():
     assert torch.allclose(gaussian_log_prob(x, mu, std), ref)
 
 
+@pytest.mark.slow
 def test_bc_fits_a_conditional_target():
     """Actions = a fixed function of the state: a few hundred steps fit it closely."""
     torch.manual_seed(0)

@@ -100,6 +100,7 @@ def _copy(policy):
     return q.eval()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", ["flow_noise", "flow_sde"])
 def test_log_prob_recompute_through_rollout_storage(biased, algo):
     policy = _copy(biased)

@@ -16,6 +16,7 @@ def reach_base(tmp_path_factory):
     return tiny_checkpoint(root, reach_demos(root), "batch_size=32", "num_steps=6")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", ["flow_sde", "grpo"])
 def test_train_rl_flow_algos_end_to_end(tmp_path, reach_base, algo):
     out = run_train_rl(

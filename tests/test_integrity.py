@@ -148,6 +148,7 @@ def test_flipped_bytes_are_found_by_the_content_check_only(store_path: Path) -> 
         assert not content_damage(s, ["state/ee_pos"])  # other keys are intact
 
 
+@pytest.mark.slow
 def test_exclude_damaged_trains_on_the_intact_episodes(store_path: Path, capsys) -> None:
     hit = _episodes_in_chunk(store_path, 1)
     _truncate(store_path)

@@ -233,8 +233,10 @@ def test_help_text_lists_every_command() -> None:
 
 
 CHILD = """
-import sys, termios, time
+import signal, sys, termios, time
 from hardware.devices.keyboard import KeyboardDevice
+# a test runner started in the background (shell '&') passes SIGINT on as ignored
+signal.signal(signal.SIGINT, signal.default_int_handler)
 before = termios.tcgetattr(0)
 try:
     with KeyboardDevice() as dev:  # stdin, the pty's slave side

@@ -186,6 +186,7 @@ def test_video_round_trip_within_tolerance(tmp_path: Path) -> None:
     _assert_same_store(src, back, image_tol=VIDEO_MEAN_ERR)
 
 
+@pytest.mark.slow
 def test_rolling_data_and_video_files(tmp_path: Path) -> None:
     src = _make_store(tmp_path / "src.zarr", noise_images=False)
     root = export_lerobot(src.path, tmp_path / "lr", data_file_mb=1e-3, video_file_mb=1e-4)

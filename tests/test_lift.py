@@ -6,6 +6,7 @@ from robotrl.evaluation import evaluate
 from sim.tasks.lift import CUBE_HALF, LIFT_HEIGHT
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("controller", ["native", "impedance"])
 def test_expert_lifts_the_cube(controller):
     env = sim.make("lift", controller=controller)

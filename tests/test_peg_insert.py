@@ -10,6 +10,7 @@ def test_clearance_is_one_millimetre():
     assert 2 * (HOLE_HALF - PEG_HALF) == pytest.approx(0.001)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("controller", ["native", "impedance"])
 def test_expert_inserts_the_peg(controller):
     env = sim.make("peg_insert", controller=controller)

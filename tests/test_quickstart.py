@@ -3,10 +3,13 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from robotrl.cli import compose
 from robotrl.quickstart import run_quickstart
 
 
+@pytest.mark.slow
 def test_quickstart_runs_every_stage_and_writes_a_report(tmp_path):
     cfg = compose(
         "quickstart",

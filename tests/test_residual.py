@@ -92,6 +92,7 @@ def test_base_input_decides_whether_the_residual_follows_the_base_action(base_in
     assert (diff > 1e-3) if base_input else (diff == 0.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", ["human", "demo"])
 def test_actor_imitates_human_or_demo_actions_only_on_those_transitions(key):
     weights = {"intervention_bc": float(key == "human"), "demo_bc": float(key == "demo")}

@@ -67,6 +67,7 @@ def test_load_state_dict_checks_names_and_shapes():
         actor.load_state_dict({k: v.numpy() for k, v in bigger.items()})
 
 
+@pytest.mark.slow
 def test_weights_reach_the_actor_with_increasing_versions(tmp_path):
     train = TrainConfig(
         total_steps=600, warmup_steps=100, critic_warmup_updates=20, eval_every=150, eval_episodes=2

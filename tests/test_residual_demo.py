@@ -11,6 +11,7 @@ pytest.importorskip("zmq", reason="robotrl.distributed needs the 'dist' extra (p
 from robotrl.distributed.residual_demo import run
 
 
+@pytest.mark.slow
 def test_learning_survives_a_learner_kill_and_an_actor_kill():
     out = run(
         total_steps=3000,

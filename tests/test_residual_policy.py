@@ -48,6 +48,7 @@ def _eval(checkpoint, tmp_path, *extra):
     return run_eval(compose("eval", [*args, "noise_scale=0", f"output_dir={tmp_path}", *extra]))
 
 
+@pytest.mark.slow
 def test_a_fresh_residual_evaluates_exactly_as_its_base(tmp_path, base):
     ckpt = _residual(tmp_path / "res", base)
     assert is_residual_checkpoint(ckpt) and not is_residual_checkpoint(base)
@@ -58,6 +59,7 @@ def test_a_fresh_residual_evaluates_exactly_as_its_base(tmp_path, base):
         assert with_residual[key] == alone[key]
 
 
+@pytest.mark.slow
 def test_a_constant_residual_shifts_every_action(tmp_path, base):
     offset = np.array([0.3, -0.2, 0.1, 0.0, 0.0, 0.0, 0.0], np.float32)  # (7,) arm action
     policy, meta = load_residual_policy(_residual(tmp_path / "res", base, offset))

@@ -26,6 +26,7 @@ def _feat():
     return StateFeaturizer(["state/pos", "state/goal"], STATE_STATS)
 
 
+@pytest.mark.slow
 def test_residual_lifts_a_biased_base_to_90_percent():
     base = BiasedPointBase(bias=(0.5, -0.5))
     train = TrainConfig(
@@ -44,6 +45,7 @@ def test_residual_lifts_a_biased_base_to_90_percent():
     assert last["residual_mean_0"] < -0.2 and last["residual_mean_1"] > 0.2
 
 
+@pytest.mark.slow
 def test_interventions_are_counted_and_replace_the_action():
     calls = []
 

@@ -212,6 +212,7 @@ def checkpoint(tmp_path_factory) -> str:
     return out["checkpoint"]
 
 
+@pytest.mark.slow
 def test_eval_over_dds_matches_in_process(tmp_path, checkpoint) -> None:
     """``robotrl-sim-robot`` (lockstep on equilibrium poses) as a process; the scripted expert on
     ``sim.make(backend="ros2")`` and ``robotrl eval backend=ros2`` of a checkpoint, both over
@@ -279,6 +280,7 @@ def test_eval_over_dds_matches_in_process(tmp_path, checkpoint) -> None:
     assert stats["commands"] == sum(res.lengths) + round(3 * in_proc["mean_length"])
 
 
+@pytest.mark.slow
 def test_train_rl_runs_on_the_robot_env(tmp_path, checkpoint) -> None:
     """``robotrl train-rl backend=ros2`` (residual RL, scripted human, a few hundred steps) on a
     lockstep ``robotrl-sim-robot`` process (stepping on the normalised actions, ``via_bridge``,

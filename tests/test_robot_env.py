@@ -64,6 +64,7 @@ def test_spaces_match_the_sim_env_and_bad_arguments() -> None:
         env.close()
 
 
+@pytest.mark.slow
 def test_expert_succeeds_through_topics_and_stale_state_holds() -> None:
     bus = FakeTransport()
     node, thread = _sim_node(bus, "reach")

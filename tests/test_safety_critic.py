@@ -1,6 +1,7 @@
 """Risk critic: learns the discounted violation probability of a known chain and exports."""
 
 import numpy as np
+import pytest
 
 from robotrl.algos.safety_critic import SafetyCritic, SafetyCriticConfig, risk_buffer
 
@@ -29,6 +30,7 @@ def _true_risk(x: float, a: float) -> float:
     return GAMMA**m
 
 
+@pytest.mark.slow
 def test_critic_learns_discounted_violation_probability_of_a_chain() -> None:
     rng = np.random.default_rng(0)
     buf = _chain_buffer(10_000, rng)

@@ -73,6 +73,7 @@ def test_lockstep_equals_the_in_process_env() -> None:
         thread.join(timeout=5)
 
 
+@pytest.mark.slow
 def test_realtime_rates_commands_and_reset() -> None:
     bus = FakeTransport()
     cfg = SimRobotConfig(profile="sim", task="reach", state_hz=200.0, control_hz=20.0, seed=3)

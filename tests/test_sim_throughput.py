@@ -1,9 +1,12 @@
 import json
 
+import pytest
+
 from robotrl.benchmarks.sim_throughput import run_sim_benchmark
 from robotrl.cli import compose
 
 
+@pytest.mark.slow
 def test_bench_sim_reports_scaling_ceiling_and_cameras(tmp_path):
     cfg = compose(
         "bench_sim",

@@ -4,6 +4,7 @@ its size; wall-clock fields are ignored by default, compared on request."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from robotrl.datasets import EpisodeStore
 from robotrl.datasets.store_diff import diff_stores
@@ -21,6 +22,7 @@ def _store(path, *, ee_shift=0.0, reward=1.0, success=True, steps=(3, 2), operat
     return EpisodeStore.open(path)
 
 
+@pytest.mark.slow
 def test_identical_and_different_stores(tmp_path):
     a = _store(tmp_path / "a")
     assert diff_stores(a, _store(tmp_path / "b")) == []  # timestamps differ, but are ignored

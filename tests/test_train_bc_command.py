@@ -21,6 +21,7 @@ def reach_store(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["flow", "diffusion"])
 def test_train_bc_writes_checkpoint_curves_and_json(tmp_path, reach_store, policy):
     cfg = compose(
@@ -51,6 +52,7 @@ def test_train_bc_writes_checkpoint_curves_and_json(tmp_path, reach_store, polic
     assert len(out["videos"]) == 1
 
 
+@pytest.mark.slow
 def test_eval_cli_parallel_envs(tmp_path, reach_store, capsys):
     cfg = compose(
         "train_bc",
@@ -107,6 +109,7 @@ def test_bad_inputs_are_clear_errors(tmp_path, reach_store, capsys):
     assert "no checkpoint" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_vla_trains_on_images_and_instructions_and_evaluates(tmp_path, capsys):
     store = tmp_path / "pick_color.zarr"
     run_collect(

@@ -16,6 +16,7 @@ def store(tmp_path_factory):
     return write_store(tmp_path_factory.mktemp("data") / "syn.zarr", episodes=20, length=10)
 
 
+@pytest.mark.slow
 def test_train_reward_cli_reports_held_out_metrics_and_saves(tmp_path, store, capsys):
     args = [
         "train-reward",

@@ -31,6 +31,7 @@ def base_and_demos(tmp_path_factory):
     return tiny_checkpoint(root, store, "steps=20", "batch_size=32"), store
 
 
+@pytest.mark.slow
 def test_residual_with_demos_and_scripted_human(tmp_path, base_and_demos):
     ckpt, store = base_and_demos
     out = run_train_rl(
@@ -61,6 +62,7 @@ def test_residual_with_demos_and_scripted_human(tmp_path, base_and_demos):
     assert len(out["videos"]) == 1
 
 
+@pytest.mark.slow
 def test_several_envs_step_in_slices_over_processes(tmp_path, base_and_demos, monkeypatch):
     import sim.vector_env
 
@@ -80,6 +82,7 @@ def test_several_envs_step_in_slices_over_processes(tmp_path, base_and_demos, mo
     assert made[0].workers == min(2, sim.vector_env.usable_cores())
 
 
+@pytest.mark.slow
 def test_rlpd_learns_from_scratch_on_a_zero_base(tmp_path, base_and_demos):
     from robotrl.algos.residual_policy import ZeroPolicy, load_residual_policy
 
@@ -130,6 +133,7 @@ def test_roles_and_addresses_are_checked_first(tmp_path, capsys):
     assert "every interface" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_split_role_runs_a_learner_and_an_actor_process(tmp_path, base_and_demos):
     pytest.importorskip("zmq", reason="role=split needs the 'dist' extra (pyzmq)")
     import socket
@@ -163,6 +167,7 @@ def test_split_role_runs_a_learner_and_an_actor_process(tmp_path, base_and_demos
     assert agent.cfg.ensemble == 2
 
 
+@pytest.mark.slow
 def test_safety_reflex_guards_training_and_learns_online(tmp_path, base_and_demos):
     import numpy as np
     from reflex_weights import pushing_down_low_critic
