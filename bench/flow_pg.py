@@ -105,7 +105,9 @@ def main(argv: list[str]) -> dict:
         r["speedup_vs_1_env"] = round(r["rollout_env_steps_per_s"] / base, 3)
     updates = {}
     for algo in ("flow_noise", "flow_sde"):
-        cfg = FlowPGConfig(algo=algo, num_steps=4, epochs=4, minibatch_size=128)
+        cfg = FlowPGConfig(  # every update trains the actor too
+            algo=algo, num_steps=4, epochs=4, minibatch_size=128, critic_warmup_iters=0
+        )
         feat_dim = int(batch[0][0].steps[0].features.shape[0])
         learner = FlowPG(policy, feat_dim, cfg)
         b = learner.make_batch(batch)

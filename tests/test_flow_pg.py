@@ -106,8 +106,8 @@ def test_log_prob_recompute_through_rollout_storage(biased, algo):
     policy = _copy(biased)
     cfg = FlowPGConfig(algo=algo, num_steps=4, per_dim_log_prob=False)  # the whole chunk's
     rollout = FlowRollout(policy, _venv(8), cfg.mode, 1, seed=3)
+    learner = FlowPG(policy, rollout.feature_dim, cfg)  # sets the policy's std bounds first
     groups = rollout.collect(64)
-    learner = FlowPG(policy, rollout.feature_dim, cfg)
     batch = learner.make_batch(groups)
     assert len(batch["advantage"]) == 64
     with torch.no_grad():
@@ -122,7 +122,9 @@ def test_log_prob_recompute_through_rollout_storage(biased, algo):
 
 def test_flow_noise_std_stays_in_bounds_after_updates(biased):
     policy = _copy(biased)
-    cfg = FlowPGConfig(algo="flow_noise", actor_lr=0.05, entropy_coef=10.0, epochs=8)
+    cfg = FlowPGConfig(  # the policy's own std range (no noise_std_bounds override)
+        algo="flow_noise", actor_lr=0.05, entropy_coef=10.0, epochs=8, noise_std_bounds=None
+    )
     rollout = FlowRollout(policy, _venv(8), cfg.mode, 1, seed=4)
     learner = FlowPG(policy, rollout.feature_dim, cfg)
     head0 = policy.noise_head.weight.detach().clone()
@@ -286,7 +288,9 @@ def test_training_progress_moves_per_env_step_through_each_phase(monkeypatch):
     import robotrl.algos.flow_pg_training as fpt
 
     monkeypatch.setattr(fpt, "tqdm", RecordingBar)
-    cfg = FlowPGConfig(algo="flow_sde", num_steps=2, rollout_env_steps=8, minibatch_size=8)
+    cfg = FlowPGConfig(
+        algo="flow_sde", num_steps=2, rollout_env_steps=8, minibatch_size=8, critic_warmup_iters=0
+    )
     train = FlowTrainConfig(total_env_steps=16, eval_every=8)
     evals = iter([0.0, 0.25, 0.5])
     res = train_flow_pg(

@@ -205,6 +205,7 @@ def test_safety_reflex_guards_training_and_learns_online(tmp_path, base_and_demo
     [
         ("residual", "robotrl.algos.residual:ResidualConfig"),
         ("dsrl", "robotrl.algos.dsrl:DSRLConfig"),
+        ("flow_pg", "robotrl.algos.flow_pg:FlowPGConfig"),
     ],
 )
 def test_config_sections_state_the_dataclass_defaults(section, cls):

@@ -88,11 +88,11 @@ class FlowPGConfig:
     group_size: int = 8
     group_success_range: tuple[float, float] = (0.1, 0.9)
     normalize_advantages: bool = True
-    rollout_env_steps: int = 2000
+    rollout_env_steps: int = 4000
     execute_horizon: int | None = None
     per_dim_log_prob: bool = True
-    noise_std_bounds: tuple[float, float] | None = None
-    critic_warmup_iters: int = 0
+    noise_std_bounds: tuple[float, float] | None = (0.02, 0.05)
+    critic_warmup_iters: int = 3
 
     def __post_init__(self) -> None:
         if self.algo not in ALGOS:
