@@ -235,7 +235,7 @@ class CartesianImpedance:
         np.copyto(self._pos_cmd, pos)
         # q and -q are the same rotation: take the one nearer the filtered quaternion
         if sum(a * b for a, b in zip(q, self._quat, strict=True)) < 0.0:
-            q = tuple(-c for c in q)
+            q = (-q[0], -q[1], -q[2], -q[3])
         self._quat_cmd = list(q)
         self._settle = self._settle_n
         return True

@@ -58,9 +58,8 @@ class JointImpedance:
     ) -> None:
         n = num_joints
         self.num_joints = n
-        if stiffness_bounds is None:
-            stiffness_bounds = (JOINT_STIFFNESS_MIN, JOINT_STIFFNESS_MAX)
-        lo, hi = (as_vector(b, n, "stiffness_bounds") for b in stiffness_bounds)
+        bounds = stiffness_bounds or (JOINT_STIFFNESS_MIN, JOINT_STIFFNESS_MAX)
+        lo, hi = (as_vector(b, n, "stiffness_bounds") for b in bounds)
         if not np.all((lo >= 0) & (lo <= hi)):
             raise ValueError(f"stiffness_bounds need 0 <= min <= max, got {lo}, {hi}")
         if not (0.0 < filter_alpha <= 1.0) or damping_ratio < 0:

@@ -9,8 +9,12 @@ a singular matrix; NaN inputs give NaN outputs, which the controllers catch.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
+_solve_vec: Any
+_solve_mat: Any
 try:  # private but stable since numpy 1.8; checked by tests/test_impedance.py
     from numpy.linalg import _umath_linalg as _gufuncs
 

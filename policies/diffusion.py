@@ -55,7 +55,7 @@ class DiffusionPolicy(nn.Module):
                 f"need 1 <= num_inference_steps <= num_train_steps, got "
                 f"{num_inference_steps}, {num_train_steps}"
             )
-        self.config = {
+        self.config: dict[str, Any] = {
             "state_dims": dict(state_dims),
             "action_dim": action_dim,
             "image_keys": list(image_keys),

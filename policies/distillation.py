@@ -30,7 +30,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import nn
@@ -39,6 +39,12 @@ from tqdm.auto import tqdm
 from policies.denoiser import ChunkDenoiser
 from policies.encoders import ObsEncoder
 from policies.normalizer import Normalizer
+
+if TYPE_CHECKING:  # the teachers' types only: importing diffusion pulls in diffusers
+    from policies.diffusion import DiffusionPolicy
+    from policies.flow_matching import FlowMatchingPolicy
+
+    Teacher = FlowMatchingPolicy | DiffusionPolicy
 
 TEACHER_TYPES = ("flow", "diffusion")
 
@@ -77,7 +83,7 @@ class DistilledPolicy(nn.Module):
             raise ValueError(f"teacher_type must be one of {TEACHER_TYPES}, got {teacher_type!r}")
         if obs_horizon < 1 or action_horizon < 1 or action_dim < 1 or teacher_steps < 1:
             raise ValueError("obs_horizon, action_horizon, action_dim, teacher_steps must be >= 1")
-        self.config = {
+        self.config: dict[str, Any] = {
             "state_dims": dict(state_dims),
             "action_dim": action_dim,
             "image_keys": list(image_keys),
@@ -102,7 +108,7 @@ class DistilledPolicy(nn.Module):
         self.net = ChunkDenoiser(action_dim, action_horizon, obs_feature_dim, hidden, depth)
 
     @classmethod
-    def from_teacher(cls, teacher: nn.Module) -> DistilledPolicy:
+    def from_teacher(cls, teacher: Teacher) -> DistilledPolicy:
         """A student with the teacher's normaliser, encoder and network weights copied."""
         t_type = getattr(teacher, "policy_type", None)
         if t_type not in TEACHER_TYPES:
@@ -188,14 +194,15 @@ class DistilledPolicy(nn.Module):
 
 @torch.no_grad()
 def teacher_target(
-    teacher: nn.Module, obs: Mapping[str, torch.Tensor], noise: torch.Tensor
+    teacher: Teacher, obs: Mapping[str, torch.Tensor], noise: torch.Tensor
 ) -> torch.Tensor:
     """The teacher's deterministic chunk from ``noise`` (B, Ta, Da), in normalised units.
 
     Flow: the ODE chain's end (unclamped). Diffusion: DDIM (eta = 0) output, normalised back.
     """
     if getattr(teacher, "policy_type", None) == "flow":
-        return teacher.sample_chain(obs, noise=noise, mode="ode")["chain"][:, -1]
+        flow = cast("FlowMatchingPolicy", teacher)
+        return flow.sample_chain(obs, noise=noise, mode="ode")["chain"][:, -1]
     return teacher.normalizer.normalize("action", teacher.predict_chunk(obs, noise=noise))
 
 
@@ -233,7 +240,7 @@ def _lr_lambda(cfg: DistillConfig) -> Callable[[int], float]:
 @torch.no_grad()
 def match_error(
     student: DistilledPolicy,
-    teacher: nn.Module,
+    teacher: Teacher,
     batches: Iterable[Mapping[str, Any]],
     max_batches: int = 10,
     seed: int = 12345,
@@ -253,7 +260,7 @@ def match_error(
 
 
 def distill(
-    teacher: nn.Module,
+    teacher: Teacher,
     dataset_loader: Iterable[Mapping[str, Any]],
     steps: int | None = None,
     cfg: DistillConfig | None = None,
@@ -318,7 +325,7 @@ def distill(
                     {
                         "step": step,
                         "loss": last,
-                        "lr": sched.get_last_lr()[0],
+                        "lr": float(sched.get_last_lr()[0]),
                         "wall_s": time.perf_counter() - start,
                     }
                 )

@@ -86,7 +86,7 @@ class FlowMatchingPolicy(nn.Module):
         lo, hi = noise_std_bounds
         if not 0 < lo <= hi:
             raise ValueError(f"noise_std_bounds must satisfy 0 < lo <= hi, got {noise_std_bounds}")
-        self.config = {
+        self.config: dict[str, Any] = {
             "state_dims": dict(state_dims),
             "action_dim": action_dim,
             "image_keys": list(image_keys),
@@ -112,12 +112,14 @@ class FlowMatchingPolicy(nn.Module):
         self.noise_scale = 1.0
         self.noise_std_bounds = (float(lo), float(hi))
         self.sde_noise_level = float(sde_noise_level)
-        self.time_beta = torch.distributions.Beta(*map(float, time_beta))
+        self.time_beta = torch.distributions.Beta(float(time_beta[0]), float(time_beta[1]))
         self.normalizer = Normalizer.for_policy(state_dims, action_dim, stats)
-        self.encoder = ObsEncoder(
+        self.encoder: nn.Module = ObsEncoder(  # nn.Module: the VLA puts its own encoder here
             state_dims, image_keys, obs_horizon, obs_feature_dim, image_feature_dim
         )
-        self.net = ChunkDenoiser(action_dim, action_horizon, obs_feature_dim, hidden, depth)
+        self.net: nn.Module = ChunkDenoiser(
+            action_dim, action_horizon, obs_feature_dim, hidden, depth
+        )  # nn.Module: the VLA puts its own expert here
         self.noise_head = nn.Linear(hidden, action_horizon * action_dim)
         nn.init.zeros_(self.noise_head.weight)
         nn.init.zeros_(self.noise_head.bias)  # starts mid-range: (lo + hi) / 2
@@ -233,6 +235,7 @@ class FlowMatchingPolicy(nn.Module):
             masks.append(m)
             chain.append(x)
         chain_t = torch.stack(chain, dim=1)
+        assert first_feat is not None  # num_steps >= 1
         return {
             "chain": chain_t,
             "log_prob": torch.stack(logps, dim=1),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 import math
-from typing import Any
+from typing import Any, cast
 
 from torch import nn
 
@@ -49,4 +49,4 @@ def set_noise_scale(policy: nn.Module, scale: float, option: str = "noise_scale"
                 "(flow, diffusion and vla policies do)"
             )
         return
-    policy.noise_scale = scale
+    cast(Any, policy).noise_scale = scale  # flow, diffusion and vla policies (checked above)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -143,7 +143,7 @@ class PrefixEncoder(nn.Module):
         x = img.reshape(b * t, *img.shape[2:]).permute(0, 3, 1, 2).float() / 255.0
         if self.training:
             x = random_shift(x, self.shift)
-        enc = self.cameras[key.replace("/", "__")]
+        enc = cast(ImageEncoder, self.cameras[key.replace("/", "__")])
         fmap = enc.conv(x)  # (B*To, C, h, w)
         if max(fmap.shape[-2:]) > self.image_grid:
             fmap = F.adaptive_avg_pool2d(fmap, self.image_grid)  # (B*To, C, G, G)
@@ -314,7 +314,7 @@ class TinyVLA(FlowMatchingPolicy):
         self.noise_head = nn.Linear(self.net.hidden, action_horizon * action_dim)
         nn.init.zeros_(self.noise_head.weight)
         nn.init.zeros_(self.noise_head.bias)
-        self.config = {
+        self.config: dict[str, Any] = {
             "state_dims": dict(state_dims),
             "action_dim": action_dim,
             "image_keys": list(image_keys),

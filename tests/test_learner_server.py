@@ -166,7 +166,9 @@ def test_full_queue_pushes_back_and_the_resend_is_taken():
 
 
 def test_failing_callback_leaves_the_batch_unacknowledged():
-    with LearnerServer(Collect(fail_first=1), "tcp://127.0.0.1:*", **FAST) as server:
+    # the raw actor sends no heartbeats: a peer timeout that load cannot reach keeps it alive
+    slow_peer = {**FAST, "peer_timeout": 600.0}
+    with LearnerServer(Collect(fail_first=1), "tcp://127.0.0.1:*", **slow_peer) as server:
         raw = RawActor(server.address)
         try:
             raw.send(P.BATCH, _payload(3), s=0, n=3)
