@@ -161,12 +161,15 @@ def test_sigkill_while_recording(tmp_path: Path) -> None:
         )
         assert child.stdout is not None
         assert child.stdout.readline().strip() == b"ready"
-        time.sleep(rng.uniform(0.05, 0.6))
+        need = int(rng.integers(1, 3))  # commits to see before the kill: none is left to luck
+        for _ in range(need):
+            assert child.stdout.readline().strip() == b"committed"
+        time.sleep(rng.uniform(0.0, 0.05))  # somewhere in the next episode or its commit
         child.send_signal(signal.SIGKILL)
         child.wait()
         assert child.returncode == -signal.SIGKILL
         with EpisodeStore.open(path) as s:  # read-only open after the crash works
-            assert s.num_episodes >= committed_before
+            assert s.num_episodes >= committed_before + need  # every reported commit survived
             committed_before = s.num_episodes
     with EpisodeStore.open(path, mode="a") as s:  # repairs
         n = s.num_episodes
@@ -182,6 +185,7 @@ def _record_forever(path: str) -> None:
     print("ready", flush=True)
     while True:
         record(store, store.num_episodes, step_sleep=0.001)
+        print("committed", flush=True)  # after the commit returned: durable
 
 
 if __name__ == "__main__":
