@@ -6,8 +6,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import pytest
@@ -42,15 +43,19 @@ def make_episode(e: int) -> dict:
     }
 
 
-def record(store: EpisodeStore, e: int, step_sleep: float = 0.0) -> int:
+def record(store: EpisodeStore, e: int, say: Callable[[str], None] | None = None) -> int:
+    """Record episode ``e``; ``say`` hears "step" after each step and "committing" before the
+    commit (the recording child reports its progress with it)."""
     ep = make_episode(e)
     with store.begin_episode(operator=ep["operator"], task="lift", language=f"lang {e}") as w:
         for t in range(len(ep["action"])):
             obs = {k: v[t] for k, v in ep["obs"].items()}
             info = {"intervention": bool(ep["intervention"][t]), "success": False}
             w.add(obs, ep["action"][t], info, reward=ep["reward"][t], timestamp=t / FPS)
-            if step_sleep:
-                time.sleep(step_sleep)
+            if say is not None:
+                say("step")
+        if say is not None:
+            say("committing")
         return w.commit(success=ep["success"], terminated=e % 3 == 0, final_obs=ep["final"])
 
 
@@ -162,9 +167,14 @@ def test_sigkill_while_recording(tmp_path: Path) -> None:
         assert child.stdout is not None
         assert child.stdout.readline().strip() == b"ready"
         need = int(rng.integers(1, 3))  # commits to see before the kill: none is left to luck
-        for _ in range(need):
-            assert child.stdout.readline().strip() == b"committed"
-        time.sleep(rng.uniform(0.0, 0.05))  # somewhere in the next episode or its commit
+        read_until_commits(child.stdout, need)
+        # then the kill point, by the child's own reports: k steps into the next episode, or
+        # its commit when the episode is shorter
+        k = int(rng.integers(1, 40))
+        for line in iter(child.stdout.readline, b""):
+            k -= line.strip() == b"step"
+            if k == 0 or line.strip() == b"committing":
+                break
         child.send_signal(signal.SIGKILL)
         child.wait()
         assert child.returncode == -signal.SIGKILL
@@ -180,11 +190,21 @@ def test_sigkill_while_recording(tmp_path: Path) -> None:
     assert report["clean"], report
 
 
+def read_until_commits(stdout: IO[bytes], need: int) -> None:
+    """Read the recording child's reports until it has reported ``need`` commits."""
+    seen = 0
+    for line in iter(stdout.readline, b""):
+        seen += line.strip() == b"committed"
+        if seen == need:
+            return
+    raise AssertionError("the recording child stopped before its commits")
+
+
 def _record_forever(path: str) -> None:
     store = EpisodeStore.create(path, fps=FPS, robot="panda", exist_ok=True)
     print("ready", flush=True)
     while True:
-        record(store, store.num_episodes, step_sleep=0.001)
+        record(store, store.num_episodes, say=lambda word: print(word, flush=True))
         print("committed", flush=True)  # after the commit returned: durable
 
 
