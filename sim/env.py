@@ -374,11 +374,11 @@ class PandaEnv(gym.Env):
                 renderer = mujoco.Renderer(self.model, *self.image_size)
             finally:
                 quality.offsamples = samples
+            if not video:
+                for flag in OBS_RENDER_OFF:  # scene flags persist across update_scene
+                    renderer.scene.flags[flag] = 0
             self._renderers[key] = renderer
         renderer.update_scene(self.data, camera=camera)
-        if not video:
-            for flag in OBS_RENDER_OFF:
-                renderer.scene.flags[flag] = 0
         return renderer.render().copy()
 
     def render(self) -> np.ndarray | None:

@@ -35,12 +35,6 @@ import sim
 from sim.vector_env import usable_cores
 
 
-def env_steps_per_second(env: Any, steps: int, seed: int) -> float:
-    """Steps/s of one env under uniform random actions (including resets and observations)."""
-    env.reset(seed=seed)
-    return _timed_single(env, np.random.default_rng(seed), steps=steps)
-
-
 def vec_env_steps_per_second(venv: Any, steps: int, seed: int) -> float:
     """Total env steps/s of a vector env (autoreset) over ``steps`` steps per env."""
     rng = np.random.default_rng(seed)
@@ -153,7 +147,7 @@ def scaling(cfg: DictConfig, kwargs: dict[str, Any]) -> dict[str, Any]:
         for venv in [*venvs.values(), *gym_async.values()]:
             venv.close()
     ratios = _median_ratios(rows, "one")
-    workers = {n: min(usable_cores(), n) for n in venvs}
+    workers = {n: venv.workers for n, venv in venvs.items()}
     return {
         "env_steps_per_s_1env": round(float(np.median([r["one"] for r in rows])), 1),
         "ceiling_2procs_over_1env": ratios["ceiling"],

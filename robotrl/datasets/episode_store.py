@@ -293,15 +293,31 @@ class EpisodeStore:
         ``final_obs`` (dict) and ``episode_index``."""
         sl = self.episode_slice(i)
         i %= self.num_episodes
-        out: dict[str, Any] = {k: self.get(k, sl) for k in (keys or self.keys)}
-        for field in META_FIELDS:
-            out[field] = np.asarray(self._meta_array(field)[i]).item()
-        out["extra"] = json.loads(out["extra"]) if out["extra"] else {}
-        out["final_obs"] = {
-            v["key"]: self._meta_array(FINAL_PREFIX + n)[i]
+        return self._episode_dict(
+            i,
+            {k: self.get(k, sl) for k in (keys or self.keys)},
+            {field: self._meta_array(field)[i] for field in META_FIELDS},
+            {k: arr[i] for k, arr in self._final_arrays().items()},
+        )
+
+    def _final_arrays(self) -> dict[str, zarr.Array]:
+        """Data key -> its ``final_obs`` metadata array, for the observation keys."""
+        return {
+            v["key"]: self._meta_array(FINAL_PREFIX + n)
             for n, v in self._attrs["keys"].items()
             if v.get("obs")
         }
+
+    @staticmethod
+    def _episode_dict(
+        i: int, data: dict[str, Any], meta: dict[str, Any], final_obs: dict[str, Any]
+    ) -> dict[str, Any]:
+        """What :meth:`episode` returns, from episode ``i``'s rows, metadata and final obs."""
+        out: dict[str, Any] = dict(data)
+        for field, value in meta.items():
+            out[field] = np.asarray(value).item()
+        out["extra"] = json.loads(out["extra"]) if out["extra"] else {}
+        out["final_obs"] = final_obs
         out["episode_index"] = i
         return out
 
@@ -319,20 +335,15 @@ class EpisodeStore:
         ends = self.episode_ends
         data = {k: self.get(k) for k in (keys or self.keys)}
         meta = {field: self._meta_array(field)[:n] for field in META_FIELDS}
-        finals = {
-            v["key"]: self._meta_array(FINAL_PREFIX + name)[:n]
-            for name, v in self._attrs["keys"].items()
-            if v.get("obs")
-        }
+        finals = {k: arr[:n] for k, arr in self._final_arrays().items()}
         for i in wanted:
             sl = slice(int(ends[i - 1]) if i > 0 else 0, int(ends[i]))
-            out: dict[str, Any] = {k: v[sl] for k, v in data.items()}
-            for field, values in meta.items():
-                out[field] = np.asarray(values[i]).item()
-            out["extra"] = json.loads(out["extra"]) if out["extra"] else {}
-            out["final_obs"] = {k: v[i] for k, v in finals.items()}
-            out["episode_index"] = i
-            yield out
+            yield self._episode_dict(
+                i,
+                {k: v[sl] for k, v in data.items()},
+                {field: values[i] for field, values in meta.items()},
+                {k: v[i] for k, v in finals.items()},
+            )
 
     def __len__(self) -> int:
         return self.num_episodes

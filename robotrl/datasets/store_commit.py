@@ -131,7 +131,7 @@ def append_rows(appends: list[tuple[zarr.Array, int, Any]]) -> None:
     once on zarr's event loop (one round trip instead of two per array)."""
 
     async def grow_and_write(arr: zarr.Array, start: int, rows: Any) -> None:
-        inner = arr._async_array
+        inner = arr._async_array  # zarr's public API writes one array per round trip
         await inner.resize((start + len(rows), *arr.shape[1:]))
         await inner.setitem(slice(start, start + len(rows)), rows)
 
