@@ -30,6 +30,7 @@ from robotrl.policy_env import (
 )
 from robotrl.run import make_run_dir, save_config
 from robotrl.train_rl_roles import act, learn, plot_learning_curves, split
+from sim.vector_env import SlicedVectorEnv
 
 
 def _human(cfg: DictConfig, task: str, make_env: Any) -> Any:
@@ -57,8 +58,6 @@ def _vector_envs(cfg: DictConfig, make_env: Any) -> Any:
     workers = int(cfg.get("ray", {}).get("workers", 0) or 0)
     if workers <= 0:
         if cfg.num_envs > 1 and str(cfg.get("safety", "off")) == "off":
-            from sim.vector_env import SlicedVectorEnv
-
             return SlicedVectorEnv([make_env] * cfg.num_envs)
         return None
     if cfg.num_envs % workers:

@@ -64,6 +64,7 @@ def test_residual_with_demos_and_scripted_human(tmp_path, base_and_demos):
 
 @pytest.mark.slow
 def test_several_envs_step_in_slices_over_processes(tmp_path, base_and_demos, monkeypatch):
+    import robotrl.train_rl_command as command
     import sim.vector_env
 
     made = []
@@ -73,7 +74,7 @@ def test_several_envs_step_in_slices_over_processes(tmp_path, base_and_demos, mo
         made.append(real(*args, **kwargs))
         return made[-1]
 
-    monkeypatch.setattr(sim.vector_env, "SlicedVectorEnv", spy)
+    monkeypatch.setattr(command, "SlicedVectorEnv", spy)
     ckpt, store = base_and_demos
     cfg = [f"checkpoint={ckpt}", f"demos={store}", f"output_dir={tmp_path}", "num_envs=2"]
     out = run_train_rl(compose("train_rl", [*cfg, *TINY]))
