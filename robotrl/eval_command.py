@@ -24,8 +24,8 @@ from robotrl.run import make_run_dir, save_config
 
 def _load(cfg: DictConfig) -> tuple[Any, Any, dict[str, Any], int]:
     """``(policy to roll out, the flow/diffusion model whose noise is scaled, meta, Te)``: a
-    train-bc checkpoint, a train-rl residual checkpoint on its base (one env, the Te it was
-    trained with) or a train-rl DSRL checkpoint steering its base (the Te it was trained with)."""
+    train-bc checkpoint, a train-rl residual checkpoint on its base (the Te it was trained
+    with) or a train-rl DSRL checkpoint steering its base (the Te it was trained with)."""
     if is_dsrl_checkpoint(cfg.checkpoint):
         steered, meta = load_steered_policy(cfg.checkpoint, cfg.get("base_checkpoint"))
         te = int(meta["execute_horizon"])
@@ -40,8 +40,6 @@ def _load(cfg: DictConfig) -> tuple[Any, Any, dict[str, Any], int]:
     te = int(meta["execute_horizon"])
     if cfg.execute_horizon is not None and int(cfg.execute_horizon) != te:
         raise ValueError(f"the residual was trained with execute_horizon={te}; leave it unset")
-    if cfg.num_envs != 1:
-        raise ValueError("a residual checkpoint is evaluated with num_envs=1")
     return residual, residual.base, meta, te
 
 

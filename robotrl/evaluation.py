@@ -107,13 +107,16 @@ def evaluate_vector(
     seed: int = 0,
     progress: bool = True,
     desc: str = "eval",
+    on_step: Callable[[np.ndarray], None] | None = None,
 ) -> EvalResult:
     """Run ``episodes`` episodes over a Gymnasium vector env (next-step autoreset).
 
     Env i runs a fixed quota of episodes (``episodes`` split evenly) so that short episodes
     are not over-represented; ``runner`` is a :class:`robotrl.chunk_runner.ChunkRunner` (or
     anything with ``reset(env_ids)`` and ``act(obs_batch) -> (N, Da)``). Seeds: env i starts
-    from ``seed + i`` and continues its own generator.
+    from ``seed + i`` and continues its own generator. ``on_step(stepped)`` is called after
+    every step with the (N,) bool mask of the envs whose action was executed (False: the env
+    was resetting).
     """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
@@ -131,6 +134,8 @@ def evaluate_vector(
     while len(successes) < episodes:
         obs, reward, terminated, truncated, info = venv.step(runner.act(obs))
         step_success = np.asarray(info.get("success", np.zeros(n, bool)), bool)
+        if on_step is not None:
+            on_step(~autoreset)
         for i in range(n):
             if autoreset[i]:  # this step reset env i: start its new episode afresh
                 runner.reset([i])

@@ -91,15 +91,20 @@ def rollout_policy(
 ) -> EvalResult:
     """Success statistics of ``policy`` over ``episodes`` seeded episodes of ``task``.
 
-    ``policy`` is a chunk policy, or with one env any ``EpisodePolicy`` (e.g. a residual on
-    its base, :class:`robotrl.algos.residual_policy.ResidualPolicy`).
+    ``policy`` is a chunk policy, a policy with a ``vector_runner(num_envs)`` (a residual on
+    its base, :class:`robotrl.algos.residual_policy.ResidualPolicy`), or with one env any
+    ``EpisodePolicy``.
 
     With one env and a guarded env (``safety`` monitor/reflex), its counters (reflex steps,
     violations) are added into ``safety_counts``."""
     if num_envs > 1:
         venv = sim.make_vec(task, num_envs, **kwargs)
         try:
-            runner = ChunkRunner(policy, num_envs, execute_horizon)
+            runner = (
+                policy.vector_runner(num_envs)
+                if hasattr(policy, "vector_runner")
+                else ChunkRunner(policy, num_envs, execute_horizon)
+            )
             return evaluate_vector(venv, runner, episodes, seed=seed, progress=progress, desc=desc)
         finally:
             venv.close()

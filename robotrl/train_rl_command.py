@@ -69,6 +69,18 @@ def _vector_envs(cfg: DictConfig, make_env: Any) -> Any:
     )
 
 
+def _eval_envs(cfg: DictConfig, make_env: Any, backend: str) -> Any:
+    """The vector env the evaluations run on: ``eval_envs`` sim envs in slices over this
+    process and worker processes; None (one env in this process) for one env, a robot, or
+    guarded envs."""
+    n = int(cfg.get("eval_envs", 1))
+    if n < 1:
+        raise ValueError(f"eval_envs must be >= 1, got {n}")
+    if n == 1 or backend == "ros2" or str(cfg.get("safety", "off")) != "off":
+        return None
+    return SlicedVectorEnv([make_env] * n)
+
+
 def _online_risk(cfg: DictConfig) -> Any:
     """The online learner of the reflex's risk critic (continues from the exported weights)."""
     from robotrl.algos.online_risk import OnlineRiskLearner
@@ -202,6 +214,7 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
             if isinstance(human, DeviceIntervener):
                 human.device.stop()
     vector_env = _vector_envs(cfg, make_env)
+    eval_venv = _eval_envs(cfg, make_env, backend)
     try:
         result = train_residual(
             base,
@@ -216,8 +229,11 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
             logger=logger,
             progress=cfg.progress,
             vector_env=vector_env,
+            eval_venv=eval_venv,
         )
     finally:
+        if eval_venv is not None:
+            eval_venv.close()
         if isinstance(human, DeviceIntervener):
             human.device.stop()
     ckpt = save_agent(result.agent, run_dir / "checkpoint", meta_ckpt)

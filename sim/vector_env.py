@@ -308,7 +308,7 @@ class SlicedVectorEnv(gym.vector.VectorEnv):
         if autoreset_mode not in (AutoresetMode.NEXT_STEP, AutoresetMode.DISABLED):
             raise ValueError(f"autoreset_mode must be NEXT_STEP or DISABLED, got {autoreset_mode}")
         self._handles, self.slices = list(handles), list(slices)
-        self._closed = False
+        self.closed = False
         n = self.num_envs = sum(len(s) for s in slices)
         self.workers, self.autoreset_mode = len(slices), autoreset_mode
         obs_space, act_space = self._run("spaces", [()] * len(slices))[0]
@@ -328,7 +328,7 @@ class SlicedVectorEnv(gym.vector.VectorEnv):
     ) -> list[Any]:
         """``EnvSlice.<cmd>(*args)`` on every slice at once; one result per slice.
         ``while_waiting(first_result)`` runs before the other slices' answers are read."""
-        if self._closed:
+        if self.closed:
             raise RuntimeError("the vector env is closed")
         submitted = 0
         try:
@@ -457,8 +457,8 @@ class SlicedVectorEnv(gym.vector.VectorEnv):
         return self.call(name)
 
     def close(self, **kwargs: Any) -> None:
-        if getattr(self, "_closed", True):
+        if self.closed or not hasattr(self, "_handles"):
             return
-        self._closed = True
+        self.closed = True
         for h in self._handles:
             h.close()

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from robotrl.evaluation import EvalResult, evaluate, wilson_interval
+from robotrl.evaluation import EvalResult, evaluate, evaluate_vector, wilson_interval
 
 
 def test_wilson_interval_known_values():
@@ -52,3 +52,53 @@ def test_evaluate_counts_seeds_lengths_and_resets():
 def test_evaluate_rejects_zero_episodes():
     with pytest.raises(ValueError, match="episodes"):
         evaluate(_CountdownEnv(), _Policy(), 0)
+
+
+class _CountdownVector:
+    """Two countdown envs with next-step autoreset (the step after an episode's end resets)."""
+
+    num_envs = 2
+
+    def reset(self, seed=None):
+        self.envs = [_CountdownEnv() for _ in range(2)]
+        self.seeds = [seed, seed + 1]
+        self.pending = [False, False]
+        for env, s in zip(self.envs, self.seeds, strict=True):
+            env.reset(seed=s)
+        return {"x": np.zeros((2, 1))}, {}
+
+    def step(self, actions):
+        out = []
+        for i, env in enumerate(self.envs):
+            if self.pending[i]:  # the autoreset step: reward 0, not done
+                self.seeds[i] += 2
+                env.reset(seed=self.seeds[i])
+                self.pending[i] = False
+                out.append((0.0, False, False, False))
+                continue
+            _, r, term, trunc, info = env.step(actions[i])
+            self.pending[i] = term or trunc
+            out.append((r, term, trunc, info["success"]))
+        r, term, trunc, success = (np.array(c) for c in zip(*out, strict=True))
+        return {"x": np.zeros((2, 1))}, r, term, trunc, {"success": success}
+
+
+class _Runner:
+    def reset(self, env_ids=None):
+        pass
+
+    def act(self, obs):
+        return np.zeros((2, 7))
+
+
+def test_evaluate_vector_reports_which_envs_executed_each_step():
+    masks = []
+    res = evaluate_vector(
+        _CountdownVector(), _Runner(), 4, seed=0, progress=False, on_step=masks.append
+    )
+    assert res.successes == [True, False, True, False] and res.lengths == [3, 5, 3, 5]
+    executed = np.array(masks)
+    # env 0: 3 steps, a reset step, 3 steps (its quota of 2 is done at step 7)
+    assert executed[:7, 0].tolist() == [True, True, True, False, True, True, True]
+    assert executed[:5, 1].all()  # env 1's first episode: 5 executed steps
+    assert not executed[5, 1]  # then its reset step

@@ -57,6 +57,10 @@ def test_a_fresh_residual_evaluates_exactly_as_its_base(tmp_path, base):
     alone = _eval(base, tmp_path, "execute_horizon=4")
     for key in ("success_rate", "mean_length", "mean_return"):
         assert with_residual[key] == alone[key]
+    on_two = _eval(ckpt, tmp_path, "num_envs=2")
+    alone_on_two = _eval(base, tmp_path, "execute_horizon=4", "num_envs=2")
+    for key in ("success_rate", "mean_length", "mean_return"):
+        assert on_two[key] == alone_on_two[key]
 
 
 @pytest.mark.slow
@@ -79,6 +83,32 @@ def test_a_constant_residual_shifts_every_action(tmp_path, base):
     assert len(out["videos"]) == 1 and out["videos"][0].endswith(".mp4")
 
 
+def test_the_vector_runner_acts_for_each_env_as_the_one_env_policy(tmp_path, base):
+    offset = np.array([0.3, -0.2, 0.1, 0.0, 0.0, 0.0, 0.0], np.float32)
+    policy, _ = load_residual_policy(_residual(tmp_path / "res", base, offset))
+    set_noise_scale(policy.base, 0.0)
+    runner = policy.vector_runner(2)
+    envs = [sim.make("reach"), sim.make("reach")]
+    singles = [load_residual_policy(tmp_path / "res")[0] for _ in envs]
+    for single in singles:
+        set_noise_scale(single.base, 0.0)
+    obs = [env.reset(seed=i)[0] for i, env in enumerate(envs)]
+    for step in range(10):  # past one chunk (Te = 4) and across a reset of env 1 only
+        if step == 6:
+            obs[1] = envs[1].reset(seed=7)[0]
+            runner.reset([1])
+            singles[1].reset()
+        batch = {k: np.stack([o[k] for o in obs]) for k in obs[0]}
+        actions = runner.act(batch)
+        assert actions.shape == (2, 7)
+        for i, env in enumerate(envs):
+            np.testing.assert_allclose(actions[i], singles[i](obs[i]), atol=1e-6)
+            np.testing.assert_allclose(runner.last_residuals[i], offset, atol=1e-5)
+            obs[i] = env.step(actions[i])[0]
+    for env in envs:
+        env.close()
+
+
 def test_a_moved_base_is_named_and_can_be_given(tmp_path, base):
     moved = tmp_path / "moved_base"
     shutil.copytree(base, moved)
@@ -91,8 +121,6 @@ def test_a_moved_base_is_named_and_can_be_given(tmp_path, base):
 
 def test_bad_options_for_a_residual_are_refused(tmp_path, base):
     ckpt = _residual(tmp_path / "res", base)
-    with pytest.raises(ValueError, match="num_envs=1"):
-        _eval(ckpt, tmp_path, "num_envs=2")
     with pytest.raises(ValueError, match="trained with execute_horizon=4"):
         _eval(ckpt, tmp_path, "execute_horizon=8")
     (tmp_path / "res" / "config.yaml").write_text("agent: residual\nconfig: [broken\n")

@@ -79,8 +79,16 @@ def test_several_envs_step_in_slices_over_processes(tmp_path, base_and_demos, mo
     cfg = [f"checkpoint={ckpt}", f"demos={store}", f"output_dir={tmp_path}", "num_envs=2"]
     out = run_train_rl(compose("train_rl", [*cfg, *TINY]))
     assert out["env_steps"] == 120
-    assert len(made) == 1 and made[0].num_envs == 2
+    assert len(made) == 2  # the training envs, then the evaluation envs (eval_envs=2)
+    assert [v.num_envs for v in made] == [2, 2]
     assert made[0].workers == min(2, sim.vector_env.usable_cores())
+    assert all(v.closed for v in made)
+    made.clear()
+    one = [*cfg[:-1], "eval_envs=1"]
+    assert run_train_rl(compose("train_rl", [*one, *TINY]))["env_steps"] == 120
+    assert made == []  # one training env, evaluations on one env in this process
+    with pytest.raises(ValueError, match="eval_envs must be >= 1"):
+        run_train_rl(compose("train_rl", [*one[:-1], "eval_envs=0", *TINY]))
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ The executed action is ``clip(a_b + a_r(s, a_b), -1, 1)`` with the base's chunk 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -43,12 +43,15 @@ class ZeroPolicy:
         return torch.zeros(b, self.action_horizon, self.action_dim)
 
 
-class ResidualPolicy:
-    """One env's ``EpisodePolicy`` (``reset()``, ``__call__(obs) -> (Da,)``): base + residual.
+class ResidualRunner:
+    """Base + deterministic residual for ``num_envs`` envs at once, with the
+    :class:`~robotrl.chunk_runner.ChunkRunner` interface (``reset(env_ids)``,
+    ``act(obs) -> (N, Da)``) that :func:`robotrl.evaluation.evaluate_vector` drives.
 
     Args:
         agent: the trained residual. base: the frozen chunk policy it was trained on.
         featurizer: the agent's state features. execute_horizon: actions run per base chunk.
+        num_envs: N.
     """
 
     def __init__(
@@ -57,19 +60,41 @@ class ResidualPolicy:
         base: Any,
         featurizer: StateFeaturizer,
         execute_horizon: int,
+        num_envs: int = 1,
     ) -> None:
         self.agent, self.base, self.featurizer = agent, base, featurizer
-        self.runner = ChunkRunner(base, 1, execute_horizon)
-        self.last_residual = np.zeros(agent.act_dim, np.float32)
+        self.execute_horizon = execute_horizon
+        self.chunks = ChunkRunner(base, num_envs, execute_horizon)
+        self.last_residuals = np.zeros((num_envs, agent.act_dim), np.float32)  # (N, Da)
 
-    def reset(self) -> None:
-        self.runner.reset()
+    def reset(self, env_ids: Sequence[int] | None = None) -> None:
+        self.chunks.reset(env_ids)
+
+    def act(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Executed actions (N, Da) for a batched observation ``{key: (N, ...)}``."""
+        a, self.last_residuals = self.agent.act(
+            self.featurizer(obs), self.chunks.act(obs), explore=False
+        )
+        return a
+
+    def vector_runner(self, num_envs: int) -> ResidualRunner:
+        """The same policy for ``num_envs`` envs (its own chunk queues)."""
+        return ResidualRunner(
+            self.agent, self.base, self.featurizer, self.execute_horizon, num_envs
+        )
+
+
+class ResidualPolicy(ResidualRunner):
+    """One env's ``EpisodePolicy`` (``reset()``, ``__call__(obs) -> (Da,)``): base + residual,
+    the :class:`ResidualRunner` of one env."""
+
+    @property
+    def last_residual(self) -> np.ndarray:
+        """(Da,) residual of the last action."""
+        return self.last_residuals[0]
 
     def __call__(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
-        batch = {k: np.asarray(v)[None] for k, v in obs.items()}
-        a, res = self.agent.act(self.featurizer(batch), self.runner.act(batch), explore=False)
-        self.last_residual = res[0]
-        return a[0]
+        return self.act({k: np.asarray(v)[None] for k, v in obs.items()})[0]
 
 
 def is_residual_checkpoint(directory: str | os.PathLike[str]) -> bool:

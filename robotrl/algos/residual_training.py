@@ -28,7 +28,7 @@ from robotrl.algos.residual import ResidualAgent, ResidualConfig, StateFeaturize
 from robotrl.algos.residual_policy import ResidualPolicy
 from robotrl.algos.residual_rollout import Intervener, ResidualRollout, ResidualTransition
 from robotrl.datasets import EpisodeStore, MixedReplay, ReplayBuffer
-from robotrl.evaluation import evaluate
+from robotrl.evaluation import evaluate, evaluate_vector
 from robotrl.metrics import MetricsLogger
 
 
@@ -162,22 +162,37 @@ def evaluate_residual(
     episodes: int,
     seed: int,
     execute_horizon: int,
+    venv: Any | None = None,
 ) -> dict[str, float]:
-    """Deterministic residual on top of the base: success rate and mean length."""
-    env = make_env()
+    """Deterministic residual on top of the base: success rate, mean length and the residual's
+    statistics. With a vector env ``venv`` (next-step autoreset) the episodes run on its envs
+    at once, seeded as :func:`~robotrl.evaluation.evaluate_vector` does; else on one env from
+    ``make_env``."""
     policy = ResidualPolicy(agent, base, featurizer, execute_horizon)
     residuals: list[np.ndarray] = []
-    try:
-        res = evaluate(
-            env,
-            policy,
+    if venv is not None:
+        runner = policy.vector_runner(venv.num_envs)
+        res = evaluate_vector(
+            venv,
+            runner,
             episodes,
             seed=seed,
             progress=False,
-            on_step=lambda _env: residuals.append(policy.last_residual),
+            on_step=lambda stepped: residuals.extend(runner.last_residuals[stepped]),
         )
-    finally:
-        env.close()
+    else:
+        env = make_env()
+        try:
+            res = evaluate(
+                env,
+                policy,
+                episodes,
+                seed=seed,
+                progress=False,
+                on_step=lambda _env: residuals.append(policy.last_residual),
+            )
+        finally:
+            env.close()
     res_mean = np.mean(residuals, axis=0)
     out = {
         "success_rate": res.success_rate,
@@ -243,11 +258,12 @@ def train_residual(
     progress: bool = True,
     agent: ResidualAgent | None = None,
     vector_env: Any | None = None,
+    eval_venv: Any | None = None,
 ) -> TrainResult:
     """Train a residual actor on the frozen ``base``; see the module docstring.
     ``vector_env``: the training envs live elsewhere (Ray workers, see
-    :class:`~robotrl.algos.residual_rollout.ResidualRollout`); evaluation still uses
-    ``make_env`` in this process.
+    :class:`~robotrl.algos.residual_rollout.ResidualRollout`). ``eval_venv``: a vector env
+    (next-step autoreset) the evaluations run on; None: one env from ``make_env``.
 
     The progress bar counts env steps; its postfix shows the phase (``warm-up``,
     ``critic warm-up i/N``, ``train``, ``eval``) and the latest evaluation's success rate.
@@ -293,7 +309,14 @@ def train_residual(
         phase = postfix.get("phase", "warm-up")
         show(phase="eval")
         ev = evaluate_residual(
-            agent, base, featurizer, make_env, train.eval_episodes, train.eval_seed, execute_horizon
+            agent,
+            base,
+            featurizer,
+            make_env,
+            train.eval_episodes,
+            train.eval_seed,
+            execute_horizon,
+            venv=eval_venv,
         )
         row = {
             "env_steps": rollout.env_steps,
