@@ -59,8 +59,7 @@ def _lr_lambda(cfg: BCConfig) -> Callable[[int], float]:
 
 @torch.no_grad()
 def _ema_update(ema: nn.Module, model: nn.Module, decay: float) -> None:
-    for e, p in zip(ema.parameters(), model.parameters(), strict=True):
-        e.lerp_(p, 1.0 - decay)
+    torch._foreach_lerp_(list(ema.parameters()), list(model.parameters()), 1.0 - decay)
     for e, b in zip(ema.buffers(), model.buffers(), strict=True):
         e.copy_(b)
 
@@ -99,7 +98,9 @@ def train_bc(
     torch.manual_seed(cfg.seed)
     policy.train()
     ema = copy.deepcopy(policy).eval() if cfg.ema_decay > 0 else None
-    opt = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    params = [p for p in policy.parameters() if p.requires_grad]
+    # fused: one kernel per step over every tensor (CPU too), instead of a few per tensor
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=True)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(cfg))
     start = time.perf_counter()
     step, evals, last_loss = 0, [], float("nan")
@@ -139,7 +140,7 @@ def train_bc(
                 raise FloatingPointError(f"non-finite BC loss at step {step}: {loss.item()}")
             opt.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.grad_clip)
+            torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip, foreach=True)
             opt.step()
             sched.step()
             if ema is not None:

@@ -166,7 +166,7 @@ def run_train_bc(cfg: DictConfig) -> dict[str, Any]:
         task,
         kwargs,
         run_dir,
-        count=1,
+        count=cfg.videos,
         seed=cfg.eval_seed,
         execute_horizon=cfg.execute_horizon,
         prefix="bc",
