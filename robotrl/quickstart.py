@@ -98,6 +98,7 @@ def run_quickstart(cfg: DictConfig) -> dict[str, Any]:
             "steps": cfg.bc_steps,
             "batch_size": cfg.bc_batch_size,
             "eval_episodes": 0,
+            "videos": 0,  # the evaluation stage records the BC policy's videos
             "seed": cfg.seed,
         },
     )
@@ -108,6 +109,7 @@ def run_quickstart(cfg: DictConfig) -> dict[str, Any]:
             **common,
             "checkpoint": bc["checkpoint"],
             "episodes": cfg.eval_episodes,
+            "num_envs": cfg.eval_envs,
             "videos": cfg.videos,
             "video_size": [240, 320],
         },
@@ -124,6 +126,7 @@ def run_quickstart(cfg: DictConfig) -> dict[str, Any]:
             "warmup_steps": cfg.rl_warmup_steps,
             "eval_every": cfg.rl_eval_every,
             "eval_episodes": cfg.eval_episodes,
+            "eval_envs": cfg.eval_envs,
             "target_success": cfg.target_success,
             "videos": cfg.videos,
             "seed": cfg.seed,
