@@ -430,3 +430,51 @@ def format_help(
     )
     lines += ["", *textwrap.wrap(notes, width)]
     return "\n".join(lines) + "\n"
+
+
+def _cell(text: str, code: bool = False) -> str:
+    """``text`` safe inside a markdown table cell (``code``: it goes between backticks)."""
+    text = text.replace("|", "\\|").replace("\n", " ")
+    return text if code else text.replace("<", "&lt;").replace(">", "&gt;")
+
+
+def reference_markdown(commands: Sequence[tuple[str, str, str]]) -> str:
+    """The configuration reference page (``docs/configuration.md``): for each ``(command,
+    config name, summary)`` every key with its default and meaning, as ``--help`` shows them."""
+    lines = [
+        "# Configuration reference",
+        "",
+        "Every key of every `robotrl` command, with its default and meaning. This page is",
+        "generated from the YAML files in `robotrl/conf/` (`python -m robotrl.config_help",
+        "docs/configuration.md`); `robotrl <command> --help` prints the same. Override a key with",
+        "`key=value`, a nested one with `a.b=value`. The RL sections (`residual`, `dsrl`,",
+        "`flow_pg`) hold the defaults of their dataclasses (`ResidualConfig`, `DSRLConfig`,",
+        "`FlowPGConfig`); a test keeps both equal.",
+    ]
+    for command, config_name, summary in commands:
+        doc = read_config_doc(config_name)
+        lines += ["", f"## `robotrl {command}`", ""]
+        header = summary if not doc.header.startswith("robotrl ") else doc.header
+        lines += [_cell(header), "", f"Config: `robotrl/conf/{config_name}.yaml`.", ""]
+        lines += ["| key | default | meaning |", "|---|---|---|"]
+        for r in _rows(config_name):
+            default = f"`{_cell(r.default, code=True)}`" if r.default else ""
+            meaning = _cell(r.doc) if not r.section else f"*{_cell(r.section)}.* {_cell(r.doc)}"
+            lines.append(f"| `{r.key}` | {default} | {meaning} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":  # python -m robotrl.config_help docs/configuration.md
+    import sys
+
+    from robotrl.cli import BENCHMARKS, COMMANDS
+
+    entries = [(name, cfg, summary) for name, (cfg, _, summary) in COMMANDS.items()]
+    entries.append(("dataset <action>", "dataset", "inspect, verify, repair, import, export"))
+    entries += [(f"bench {name}", cfg, summary) for name, (cfg, _, summary) in BENCHMARKS.items()]
+    text = reference_markdown(entries)
+    if len(sys.argv) > 1:
+        with open(sys.argv[1], "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)

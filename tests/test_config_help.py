@@ -1,0 +1,33 @@
+"""The configuration reference page: generated from the YAML configs, kept current, valid
+markdown tables."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from robotrl.config_help import reference_markdown
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_committed_reference_page_is_the_generated_one(tmp_path):
+    out = tmp_path / "configuration.md"
+    subprocess.run([sys.executable, "-m", "robotrl.config_help", str(out)], check=True, cwd=ROOT)
+    committed = (ROOT / "docs" / "configuration.md").read_text()
+    assert out.read_text() == committed, (
+        "docs/configuration.md is stale: run python -m robotrl.config_help docs/configuration.md"
+    )
+
+
+def test_every_key_is_one_table_row_with_escaped_text():
+    text = reference_markdown([("train-rl", "train_rl", "RL on a BC checkpoint")])
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    keys = [row.split("`")[1] for row in rows]
+    assert "residual.scale" in keys and "eval_envs" in keys and "flow_pg.clip" in keys
+    assert len(keys) == len(set(keys))
+    for row in rows:  # 3 cells: a '|' inside a meaning is escaped
+        assert row.replace("\\|", "").count("|") == 4, row
+    human = next(r for r in rows if r.startswith("| `human`"))
+    assert "none \\| scripted" in human
+    name = next(r for r in rows if r.startswith("| `name`"))
+    assert "&lt;output_dir&gt;" in name  # not an HTML tag for the site
