@@ -3,8 +3,6 @@ flag at the configured rate; the expert acts only on fresh state; lockstep runs 
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 from ros2_fakes import FakeTransport, LockstepSim
@@ -24,11 +22,17 @@ def test_commands_become_twist_action_and_flag():
         TeleopCommand(np.zeros(7), intervene=False),
     ]
     cfg = TeleopNodeConfig(profile="franka", device="scripted", rate_hz=50.0)
-    node = TeleopNode(cfg, bus, ScriptedDevice(cmds, quit_when_done=True))
-    t0 = time.monotonic()
+    now, waits = [0], []  # a clock [ns] that moves only while the node waits
+
+    def wait(seconds):
+        waits.append(seconds)
+        now[0] += round(seconds * 1e9)
+
+    device = ScriptedDevice(cmds, quit_when_done=True)
+    node = TeleopNode(cfg, bus, device, clock_ns=lambda: now[0], wait=wait)
     stats = node.run(duration_s=2.0)
     assert stats.stopped_by == "quit" and stats.ticks == 3 and stats.interventions == 1
-    assert 2 / 50 - 0.005 < time.monotonic() - t0 < 0.5  # 3 ticks at 50 Hz (loaded machine)
+    assert waits == pytest.approx([1 / 50, 1 / 50])  # 3 ticks at 50 Hz
     tw = bus.sent["/robotrl/teleop/twist"][0].twist
     # 1.0 action unit = max_dpos 0.02 m per 1/50 s = 1.0 m/s; 0.2 x 0.1 rad x 50 Hz = 1 rad/s
     assert (tw.linear.x, tw.linear.y, tw.angular.y) == pytest.approx((1.0, -0.5, 1.0))
@@ -52,7 +56,8 @@ def test_publish_action_false_leaves_the_robot_to_the_policy():
 def test_expert_acts_only_on_fresh_state():
     bus = FakeTransport()
     cfg = TeleopNodeConfig(profile="sim", device="expert", task="reach", state_timeout_s=0.05)
-    node = TeleopNode(cfg, bus)
+    now = [0]  # the state cache's clock [ns]
+    node = TeleopNode(cfg, bus, clock_ns=lambda: now[0])
     env = sim.make("reach")
     obs, _ = env.reset(seed=0)
     with node.device:
@@ -63,7 +68,7 @@ def test_expert_acts_only_on_fresh_state():
         assert cmd is not None and cmd.intervene
         expected = sim.make_expert("reach", env)(obs)
         np.testing.assert_array_equal(cmd.action, expected)
-        time.sleep(0.06)
+        now[0] += 60_000_000  # 60 ms later, no new state
         assert node.tick() is None  # stale: no motion
     assert node.stats.skipped_stale == 2 and node.stats.ticks == 1
 

@@ -28,7 +28,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,10 +77,18 @@ class TeleopNode:
         cfg: node configuration.
         transport: a :class:`hardware.ros2.transport.Transport`.
         device: the device; built from ``cfg`` when None.
+        clock_ns: the node's clock [ns]: timer pacing and the expert's state freshness
+            (default: time.monotonic_ns).
+        wait: waits up to the given seconds in timer mode (default: until ``stop()``).
     """
 
     def __init__(
-        self, cfg: TeleopNodeConfig, transport: Any, device: TeleopDevice | None = None
+        self,
+        cfg: TeleopNodeConfig,
+        transport: Any,
+        device: TeleopDevice | None = None,
+        clock_ns: Callable[[], int] | None = None,
+        wait: Callable[[float], object] | None = None,
     ) -> None:
         from hardware.ros2 import messages as m
 
@@ -88,6 +96,7 @@ class TeleopNode:
         self.topics = cfg.topic_profile()
         self.device = device if device is not None else make_node_device(cfg)
         self.stats = TeleopStats()
+        self.clock_ns = clock_ns or time.monotonic_ns
         self._m = m
         t = self.topics
         self._twist = transport.publisher(t.teleop_twist, m.TwistStamped)
@@ -98,9 +107,10 @@ class TeleopNode:
         )
         self.cache: StateCache | None = None
         if isinstance(self.device, ExpertDevice):
-            self.cache = StateCache(t, task_state=True, history=256)
+            self.cache = StateCache(t, task_state=True, history=256, clock_ns=self.clock_ns)
             self.cache.subscribe(transport, deep_reader_qos(transport) if cfg.lockstep else None)
         self._stop = threading.Event()
+        self._wait = wait or self._stop.wait
         self._episodes: queue.Queue[dict[str, float]] = queue.Queue()
         self._reset = transport.publisher(t.reset, m.Float64MultiArray)
         if cfg.publish_episodes:
@@ -224,7 +234,7 @@ class TeleopNode:
         if self.cfg.lockstep:
             return self.run_lockstep()
         period = 1.0 / self.cfg.rate_hz
-        start = t_next = time.monotonic()
+        start = t_next = self.clock_ns() * 1e-9
         with self.device:
             while not self._stop.is_set():
                 cmd = self.tick()
@@ -235,10 +245,10 @@ class TeleopNode:
                     break
                 if self._done:
                     break
-                if duration_s is not None and time.monotonic() - start >= duration_s:
+                if duration_s is not None and self.clock_ns() * 1e-9 - start >= duration_s:
                     break
                 t_next += period
-                self._stop.wait(max(0.0, t_next - time.monotonic()))
+                self._wait(max(0.0, t_next - self.clock_ns() * 1e-9))
         if self._stop.is_set():
             self.stats.stopped_by = "stopped"
         return self.stats
