@@ -1,6 +1,12 @@
 """Checkpoints: ``model.safetensors`` (weights, incl. the normaliser) + ``config.yaml`` (the
-policy type, its constructor config and free-form metadata such as the task). Loading runs no
-pickle: the config rebuilds the module, then the weights are loaded strictly.
+checkpoint format version, the policy type, its constructor config and free-form metadata such
+as the task). Loading runs no pickle: the config rebuilds the module, then the weights are
+loaded strictly.
+
+``format_version`` is :data:`FORMAT_VERSION` in every checkpoint written now; a checkpoint
+without one is format 0 (written before versions existed, the same layout). A checkpoint from
+a newer format is refused with one line, never half-loaded. ``tests/data/golden_flow`` is a
+committed format-1 checkpoint whose outputs the tests pin.
 
 Files are written to temporary names and renamed, so a crash never leaves half a checkpoint.
 """
@@ -21,6 +27,7 @@ from policies.registry import POLICIES, make_policy
 
 WEIGHTS = "model.safetensors"
 CONFIG = "config.yaml"
+FORMAT_VERSION = 1  # of the layout of config.yaml + model.safetensors; bump on a breaking change
 
 
 class CheckpointError(ValueError):
@@ -40,6 +47,7 @@ def save_module(module: nn.Module, directory: str | os.PathLike[str], doc: dict[
     (created), each atomically. The shared format of every robotrl checkpoint."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
+    doc = {"format_version": FORMAT_VERSION, **doc}
     state = {k: v.detach().contiguous().cpu() for k, v in module.state_dict().items()}
     _atomic_write(d / WEIGHTS, lambda p: save_file(state, str(p)))
     _atomic_write(d / CONFIG, lambda p: p.write_text(yaml.safe_dump(doc, sort_keys=False)))
@@ -73,16 +81,34 @@ def save_policy(
     return save_module(policy, directory, doc)
 
 
-def read_config(directory: str | os.PathLike[str]) -> dict[str, Any]:
-    """The checkpoint's ``config.yaml`` as a dict (policy_type, config, meta)."""
+def read_doc(directory: str | os.PathLike[str], what: str = "checkpoint") -> dict[str, Any]:
+    """``directory``'s ``config.yaml`` as a dict, after checking that both files exist, the YAML
+    parses and its format is one this code reads. ``what`` names the kind in errors."""
     d = Path(directory)
     if not (d / CONFIG).is_file() or not (d / WEIGHTS).is_file():
-        raise CheckpointError(f"no checkpoint at {d}: expected {CONFIG} and {WEIGHTS}")
+        raise CheckpointError(f"no {what} at {d}: expected {CONFIG} and {WEIGHTS}")
     try:
         doc = yaml.safe_load((d / CONFIG).read_text())
     except yaml.YAMLError as exc:
         raise CheckpointError(f"{d / CONFIG} is not valid YAML: {exc}") from exc
-    if not isinstance(doc, dict) or doc.get("policy_type") not in POLICIES or "config" not in doc:
+    if not isinstance(doc, dict):
+        raise CheckpointError(f"{d / CONFIG} is not a checkpoint config (a YAML mapping)")
+    version = doc.get("format_version", 0)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+        raise CheckpointError(f"{d / CONFIG}: format_version must be an int >= 0, got {version!r}")
+    if version > FORMAT_VERSION:
+        raise CheckpointError(
+            f"{d} is checkpoint format {version}, newer than this robotrl reads "
+            f"({FORMAT_VERSION}): upgrade robotrl"
+        )
+    return doc
+
+
+def read_config(directory: str | os.PathLike[str]) -> dict[str, Any]:
+    """The policy checkpoint's ``config.yaml`` as a dict (policy_type, config, meta)."""
+    d = Path(directory)
+    doc = read_doc(d)
+    if doc.get("policy_type") not in POLICIES or "config" not in doc:
         raise CheckpointError(
             f"{d / CONFIG} does not describe a policy (policy_type one of {sorted(POLICIES)})"
         )

@@ -1,8 +1,18 @@
+import shutil
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
-from policies.checkpoint import CheckpointError, load_policy, read_config, save_policy
+from policies.checkpoint import (
+    FORMAT_VERSION,
+    CheckpointError,
+    load_policy,
+    read_config,
+    read_doc,
+    save_policy,
+)
 from policies.registry import make_policy
 
 STATS = {
@@ -62,3 +72,66 @@ def test_bad_checkpoints_are_clear_errors(tmp_path):
     (d / "config.yaml").write_text("policy_type: flow\nconfig: {state_dims: {}, wings: 2}\n")
     with pytest.raises(CheckpointError, match="config does not fit"):
         load_policy(d)
+
+
+GOLDEN = Path(__file__).resolve().parent / "data" / "golden_flow"
+
+
+def _golden_chunk(directory):
+    policy, meta = load_policy(directory)
+    data = np.load(GOLDEN / "expected.npz")
+    obs = {k: torch.from_numpy(data[k]) for k in ("state/ee_pos", "state/goal_pos")}
+    with torch.no_grad():
+        chunk = policy.predict_chunk(obs, torch.from_numpy(data["noise"])).numpy()
+    return chunk, data["chunk"], meta
+
+
+def test_the_golden_checkpoint_still_loads_and_predicts_what_it_did():
+    """A committed format-1 checkpoint (tests/data/make_golden.py): a change to the format or
+    to the flow policy's numerics that would break users' checkpoints fails here."""
+    assert read_config(GOLDEN / "checkpoint")["format_version"] == FORMAT_VERSION == 1
+    chunk, expected, meta = _golden_chunk(GOLDEN / "checkpoint")
+    np.testing.assert_allclose(chunk, expected, atol=1e-6)
+    assert meta == {"task": "reach", "execute_horizon": 2}
+
+
+def test_a_checkpoint_without_a_version_is_format_0_and_loads(tmp_path):
+    old = tmp_path / "old"
+    shutil.copytree(GOLDEN / "checkpoint", old)
+    text = (old / "config.yaml").read_text()
+    (old / "config.yaml").write_text(text.replace("format_version: 1\n", ""))
+    assert "format_version" not in read_config(old)
+    chunk, expected, _ = _golden_chunk(old)
+    np.testing.assert_allclose(chunk, expected, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("version", "match"),
+    [("2", "format 2, newer than this robotrl reads \\(1\\): upgrade robotrl"),
+     ("-1", "format_version must be an int >= 0"),
+     ("one", "format_version must be an int >= 0")],
+)  # fmt: skip
+def test_an_unreadable_format_is_refused_in_one_line(tmp_path, version, match):
+    new = tmp_path / "new"
+    shutil.copytree(GOLDEN / "checkpoint", new)
+    text = (new / "config.yaml").read_text()
+    (new / "config.yaml").write_text(
+        text.replace("format_version: 1", f"format_version: {version}")
+    )
+    with pytest.raises(CheckpointError, match=match):
+        load_policy(new)
+
+
+def test_every_checkpoint_kind_records_the_format(tmp_path):
+    from robotrl.algos.residual import ResidualAgent, ResidualConfig, load_agent, save_agent
+
+    agent = ResidualAgent(4, 7, ResidualConfig(hidden=8, ensemble=2))
+    save_agent(agent, tmp_path / "res", {"task": "reach"})
+    assert read_doc(tmp_path / "res")["format_version"] == FORMAT_VERSION
+    assert load_agent(tmp_path / "res")[1] == {"task": "reach"}
+    text = (tmp_path / "res" / "config.yaml").read_text()
+    (tmp_path / "res" / "config.yaml").write_text(
+        text.replace("format_version: 1", "format_version: 9")
+    )
+    with pytest.raises(CheckpointError, match="upgrade robotrl"):
+        load_agent(tmp_path / "res")

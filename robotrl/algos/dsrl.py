@@ -244,16 +244,11 @@ def save_dsrl(agent: DSRLAgent, directory: str | os.PathLike[str], meta: dict[st
 
 def load_dsrl(directory: str | os.PathLike[str]) -> tuple[DSRLAgent, dict[str, Any]]:
     """Rebuild a saved DSRL agent; returns ``(agent, meta)``."""
-    import yaml
+    from policies.checkpoint import CONFIG, CheckpointError, load_into, read_doc
 
-    from policies.checkpoint import CONFIG, CheckpointError, load_into
-
-    path = Path(directory) / CONFIG
-    if not path.is_file():
-        raise CheckpointError(f"no DSRL checkpoint at {directory}")
-    doc = yaml.safe_load(path.read_text())
-    if not isinstance(doc, dict) or doc.get("agent") != "dsrl":
-        raise CheckpointError(f"{path} is not a DSRL agent checkpoint")
+    doc = read_doc(directory, "DSRL checkpoint")
+    if doc.get("agent") != "dsrl":
+        raise CheckpointError(f"{Path(directory) / CONFIG} is not a DSRL agent checkpoint")
     cfg = dict(doc["config"])
     obs_dim, noise_shape = cfg.pop("obs_dim"), cfg.pop("noise_shape")
     agent = DSRLAgent(obs_dim, tuple(noise_shape), DSRLConfig(**cfg))  # type: ignore[arg-type]

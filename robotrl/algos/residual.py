@@ -291,16 +291,11 @@ def save_agent(
 
 def load_agent(directory: str | os.PathLike[str]) -> tuple[ResidualAgent, dict[str, Any]]:
     """Rebuild a saved agent; returns ``(agent, meta)``."""
-    import yaml
+    from policies.checkpoint import CONFIG, CheckpointError, load_into, read_doc
 
-    from policies.checkpoint import CONFIG, CheckpointError, load_into
-
-    path = Path(directory) / CONFIG
-    if not path.is_file():
-        raise CheckpointError(f"no residual checkpoint at {directory}")
-    doc = yaml.safe_load(path.read_text())
-    if not isinstance(doc, dict) or doc.get("agent") != "residual":
-        raise CheckpointError(f"{path} is not a residual agent checkpoint")
+    doc = read_doc(directory, "residual checkpoint")
+    if doc.get("agent") != "residual":
+        raise CheckpointError(f"{Path(directory) / CONFIG} is not a residual agent checkpoint")
     cfg = dict(doc["config"])
     obs_dim, act_dim = cfg.pop("obs_dim"), cfg.pop("act_dim")
     known = {f.name for f in fields(ResidualConfig)}  # older checkpoints: removed options

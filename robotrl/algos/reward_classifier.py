@@ -32,10 +32,9 @@ from typing import Any
 
 import numpy as np
 import torch
-import yaml
 from torch import nn
 
-from policies.checkpoint import CONFIG, WEIGHTS, CheckpointError, load_into, save_module
+from policies.checkpoint import CONFIG, CheckpointError, load_into, read_doc, save_module
 from policies.encoders import ImageEncoder, random_shift
 
 MODEL_TYPE = "reward_classifier"
@@ -208,13 +207,8 @@ def load_reward_classifier(
 ) -> tuple[RewardClassifier, dict[str, Any]]:
     """Rebuild a saved classifier, frozen (eval, no gradients); returns ``(model, meta)``."""
     d = Path(directory)
-    if not (d / CONFIG).is_file() or not (d / WEIGHTS).is_file():
-        raise CheckpointError(f"no reward classifier at {d}: expected {CONFIG} and {WEIGHTS}")
-    try:
-        doc = yaml.safe_load((d / CONFIG).read_text())
-    except yaml.YAMLError as exc:
-        raise CheckpointError(f"{d / CONFIG} is not valid YAML: {exc}") from exc
-    if not isinstance(doc, dict) or doc.get("model_type") != MODEL_TYPE or "config" not in doc:
+    doc = read_doc(d, "reward classifier")
+    if doc.get("model_type") != MODEL_TYPE or "config" not in doc:
         raise CheckpointError(f"{d / CONFIG} does not describe a {MODEL_TYPE}")
     try:
         model = RewardClassifier(**doc["config"])
