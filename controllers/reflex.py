@@ -175,13 +175,11 @@ class Reflex:
         stiffness_scale: multiplier of the nominal stiffness requested while intervening.
         slow_fraction: scale of the slowed candidate.
         recovery: ``"hold"`` (always row 1: brake to a stop; the default) or ``"min_risk"``
-            (the candidate of lowest risk). The critic is trained on the behaviour's own
-            actions, so it ranks the recovery candidates poorly: on peg_insert with the
-            careless policy min_risk cut violations 1.4x where hold cut them 5x (20 episodes).
+            (the candidate of lowest risk; the critic, trained on the behaviour's own actions,
+            ranks recovery candidates poorly, so the brake is the default).
             ``"yield"``: the brake in free space, backing off along the measured force (row 2)
-            in contact (> 5 N), where a brake holds the arm where it presses. On peg_insert
-            (50 held-out episodes, careless policy) no better than hold: 24 vs 20 violations
-            per 100 episodes at eps_safe 0.05, 12 vs 16 at 0.03.
+            in contact (> 5 N), where a brake holds the arm where it presses. The comparison
+            of the three is in docs/results.md.
         action_scale: TCP translation per action unit [m] (to turn velocity into a brake).
         brake_time: see the brake candidate [s].
         soft_threshold: eps_soft < eps_safe, start of the slowing zone; default the critic's

@@ -53,9 +53,8 @@ REFLEX_HZ = 500.0  # every physics tick
 HELD_OBJECTS: dict[str, tuple[str, ...]] = {"peg_insert": ("peg",)}
 # TCP height [m] above which the reflex keeps a held object gripped (GraspHold), per task. On
 # peg_insert the TCP is at 0.067-0.070 when the peg is in (expert, 5 episodes), so 0.08 keeps
-# the peg in the hand until its tip is about 1 cm from home. The careless policy's remaining
-# violations under the critic were all such drops (the fingers opened to 30-40 mm on a noisy
-# +0.2 command, the peg slid out and struck the block); with the hold: 72 -> 2 per 100 episodes.
+# the peg in the hand until its tip is about 1 cm from home, where a noisy open command would
+# otherwise drop it onto the block (what the hold changes: docs/results.md, grasp hold).
 GRASP_RELEASE_Z: dict[str, float] = {"peg_insert": 0.08}
 
 
