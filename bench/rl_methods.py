@@ -57,6 +57,7 @@ METHODS: dict[str, list[str]] = {
         "residual.scale=1.0",
         "residual.residual_l2=0.0",
         "residual.base_input=false",
+        "residual.demo_bc=0.0",
         "residual.actor_lr=3e-4",
         "warmup_noise=1.0",
     ],

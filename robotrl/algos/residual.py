@@ -54,8 +54,6 @@ class ResidualConfig:
             critic gives no consistent gradient then stay near the base instead of drifting
             to wherever the critic extrapolates (0 disables; ResFiT relies on a small scale
             and actor lr instead, which needs longer training than a CPU budget allows).
-            Measured on lift (biased base, 0 % alone): with 0.1 the run reached 95 % at 16k
-            env steps; without it 80 % at 20k, with spurious x/z residuals.
         intervention_bc: weight of an imitation term on human-intervention transitions,
             ``mean_h ||a_r - clip(a_h - a_b, +-scale)||^2`` (batches carry ``obs["human"]``).
             HIL-SERL leaves human data to the critic alone; with a residual actor whose
@@ -63,14 +61,13 @@ class ResidualConfig:
             slowly, so the actor also regresses onto them (as HG-DAgger / ConRFT do).
         demo_bc: weight of the same imitation term on demonstration transitions (batches carry
             ``obs["demo"]``): TD3+BC's behaviour-cloning regulariser, here on the residual,
-            ``mean_d ||a_r - clip(a_d - a_b, +-scale)||^2``. 0 (default) leaves demos to the
-            critic alone, as ResFiT does.
+            ``mean_d ||a_r - clip(a_d - a_b, +-scale)||^2``: the residual also learns how the
+            demos correct the base at their states, which holds it near corrections the critic
+            alone does not resolve from a sparse reward. 0 leaves demos to the critic alone, as
+            ResFiT does.
         dims: action dimensions the residual may change (None: all). The others execute the
-            base's action unchanged, without exploration noise. On peg_insert (1 mm clearance)
-            a residual on all 7 dimensions drifted 0.05-0.17 in x, z and the rotations, where
-            the critic has no consistent gradient, and jammed the peg: 0 % through 20 000 env
-            steps. Restricting it to translation (``[0, 1, 2]``) removes the rotation drift
-            (x still drifted: README).
+            base's action unchanged, without exploration noise: e.g. ``[0, 1, 2]`` (translation
+            only) where the critic has no consistent gradient on the rotations.
         base_input: the actor reads the base action ``a_b`` next to the state (ResFiT). With
             False it reads the state only, so it cannot follow the base's sampling noise: an
             imitation target ``a_d - a_b`` then teaches it the mean correction at a state.
@@ -98,7 +95,7 @@ class ResidualConfig:
     demo_fraction: float = 0.5
     residual_l2: float = 0.1
     intervention_bc: float = 1.0
-    demo_bc: float = 0.0
+    demo_bc: float = 10.0
     dims: list[int] | None = None
     base_input: bool = True
 
