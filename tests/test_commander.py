@@ -120,8 +120,7 @@ def test_watchdog_holds_with_the_stale_topic_and_resumes() -> None:
         _wait(lambda: not dog.held and resumes)  # the callbacks follow the flag
         assert resumes == [1] and dog.check() == ""
         clock.t += 40_000_000  # 40 ms: within the bound
-        time.sleep(0.02)
-        assert not dog.held
+        assert dog.check() == "" and not dog.held  # the loop's own test, at the fake clock
         # only the wrench topic keeps publishing; the others go stale
         clock.t += 30_000_000
         wrench = state_messages(obs, 2, SIM)[SIM.wrench]
@@ -139,7 +138,8 @@ def test_watchdog_holds_with_the_stale_topic_and_resumes() -> None:
         dog.close()
 
 
-def _wait(pred, timeout: float = 2.0) -> None:
+def _wait(pred, timeout: float = 60.0) -> None:
+    """Poll until the watchdog thread has acted (no load makes a correct run time out)."""
     end = time.monotonic() + timeout
     while not pred():
         if time.monotonic() > end:
