@@ -74,8 +74,6 @@ def _eval_envs(cfg: DictConfig, make_env: Any, backend: str) -> Any:
     process and worker processes; None (one env in this process) for one env, a robot, or
     guarded envs."""
     n = int(cfg.get("eval_envs", 1))
-    if n < 1:
-        raise ValueError(f"eval_envs must be >= 1, got {n}")
     if n == 1 or backend == "ros2" or str(cfg.get("safety", "off")) != "off":
         return None
     return SlicedVectorEnv([make_env] * n)
@@ -149,6 +147,8 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
     te = int(meta.get("execute_horizon", base.action_horizon // 2))
     backend = cfg.get("backend", "mujoco")
     check_one_robot(backend, cfg.num_envs, int(cfg.get("ray", {}).get("workers", 0) or 0))
+    if int(cfg.get("eval_envs", 1)) < 1:
+        raise ValueError(f"eval_envs must be >= 1, got {cfg.eval_envs}")
     ros2 = OmegaConf.to_container(cfg.ros2) if cfg.get("ros2") is not None else None
     kw = with_backend(env_kwargs(meta), backend, ros2)  # type: ignore[arg-type]
     safety = str(cfg.get("safety", "off"))
@@ -214,8 +214,9 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
             if isinstance(human, DeviceIntervener):
                 human.device.stop()
     vector_env = _vector_envs(cfg, make_env)
-    eval_venv = _eval_envs(cfg, make_env, backend)
+    eval_venv = None
     try:
+        eval_venv = _eval_envs(cfg, make_env, backend)
         result = train_residual(
             base,
             make_env,

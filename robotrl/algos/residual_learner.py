@@ -38,7 +38,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import yaml
 
 from robotrl.algos.residual import ResidualAgent, save_agent
 from robotrl.algos.residual_rollout import ResidualTransition
@@ -211,14 +210,14 @@ class ResidualLearner:
     def resume(self, directory: str | os.PathLike[str]) -> int | None:
         """Load the newest checkpoint in ``directory``; its weights version, or None if there
         is none."""
-        from policies.checkpoint import CONFIG, load_into
+        from policies.checkpoint import load_into, read_doc
 
         root = Path(directory)
         if not (root / LATEST).is_file():
             return None
         sub = root / (root / LATEST).read_text().strip()
         load_into(self.agent, sub)
-        learner = yaml.safe_load((sub / CONFIG).read_text())["meta"]["learner"]
+        learner = read_doc(sub, "learner checkpoint")["meta"]["learner"]
         self.agent.updates = int(learner["updates"])
         self.received = int(learner["received"])
         self.critic_warmup_done = int(learner["critic_warmup_done"])
