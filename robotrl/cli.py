@@ -15,130 +15,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import NoReturn
 
 from omegaconf import DictConfig
 
 from robotrl import config_help
-
-Command = Callable[[DictConfig], dict]
-
-
-def _experts(cfg: DictConfig) -> dict:
-    from robotrl.experts_command import run_experts
-
-    return run_experts(cfg)
-
-
-def _quickstart(cfg: DictConfig) -> dict:
-    from robotrl.quickstart import run_quickstart
-
-    return run_quickstart(cfg)
-
-
-def _collect(cfg: DictConfig) -> dict:
-    from robotrl.collect_command import run_collect
-
-    return run_collect(cfg)
-
-
-def _train_bc(cfg: DictConfig) -> dict:
-    from robotrl.train_bc_command import run_train_bc
-
-    return run_train_bc(cfg)
-
-
-def _train_rl(cfg: DictConfig) -> dict:
-    from robotrl.train_rl_command import run_train_rl
-
-    return run_train_rl(cfg)
-
-
-def _eval(cfg: DictConfig) -> dict:
-    from robotrl.eval_command import run_eval
-
-    return run_eval(cfg)
-
-
-def _train_reward(cfg: DictConfig) -> dict:
-    from robotrl.train_reward_command import run_train_reward
-
-    return run_train_reward(cfg)
-
-
-def _dataset(action: str) -> Command:
-    def run(cfg: DictConfig) -> dict:
-        from robotrl import dataset_command
-
-        return getattr(dataset_command, f"dataset_{action}")(cfg)
-
-    return run
-
-
-def _distill(cfg: DictConfig) -> dict:
-    from robotrl.distill_command import run_distill
-
-    return run_distill(cfg)
-
-
-def _bench_latency(cfg: DictConfig) -> dict:
-    from robotrl.benchmarks.policy_latency import run_latency_benchmark
-
-    return run_latency_benchmark(cfg)
-
-
-def _bench_sim(cfg: DictConfig) -> dict:
-    from robotrl.benchmarks.sim_throughput import run_sim_benchmark
-
-    return run_sim_benchmark(cfg)
-
-
-# subcommand -> (config name, runner, help)
-COMMANDS: dict[str, tuple[str, Command, str]] = {
-    "quickstart": (
-        "quickstart",
-        _quickstart,
-        "end to end: biased demos -> BC -> eval -> residual RL with interventions -> report",
-    ),
-    "experts": ("experts", _experts, "every task's scripted expert, evaluated, with videos"),
-    "collect": ("collect", _collect, "teleop / expert data collection into a zarr episode store"),
-    "train-bc": ("train_bc", _train_bc, "behavior cloning of a flow / diffusion policy"),
-    "eval": ("eval", _eval, "success rate of a checkpoint in sim, with videos"),
-    "train-rl": ("train_rl", _train_rl, "RL on a BC checkpoint (algo=residual, human=...)"),
-    "distill": ("distill", _distill, "one-step student of a flow / diffusion checkpoint"),
-    "train-reward": ("train_reward", _train_reward, "success reward classifier from episodes"),
-}
-DATASET_ACTIONS: dict[str, tuple[str, Command, str]] = {
-    "info": ("dataset", _dataset("info"), "what a store holds"),
-    "verify": ("dataset", _dataset("verify"), "check a store; exit 1 if damaged"),
-    "repair": ("dataset", _dataset("repair"), "remove what an interrupted commit left"),
-    "import": ("dataset", _dataset("import"), "episodes from ROS 2 bags or a LeRobot dataset"),
-    "export": ("dataset", _dataset("export"), "write a LeRobotDataset v3 (format=lerobot)"),
-    "bias": (
-        "dataset",
-        _dataset("bias"),
-        "a copy with a constant bias on every action (out=, bias=)",
-    ),
-}
-BENCHMARKS: dict[str, tuple[str, Command, str]] = {
-    "sim": ("bench_sim", _bench_sim, "env steps/s (1 and N envs) vs raw mj_step"),
-    "latency": ("bench_latency", _bench_latency, "per-chunk CPU latency of policies (+ LeRobot)"),
-}
-
-
-def compose(
-    config_name: str, overrides: Sequence[str], *, command: str | None = None
-) -> DictConfig:
-    """Compose ``robotrl/conf/<config_name>.yaml`` with ``key=value`` overrides.
-
-    An override of a key the config does not declare (also with ``+`` or ``++``) raises
-    :class:`~robotrl.config_help.ConfigKeyError` naming the closest valid keys; ``command``
-    (e.g. ``train-bc``) is named in its hint.
-    """
-    checked = config_help.check_overrides(config_name, overrides, command)
-    return config_help.hydra_compose(config_name, checked)
-
+from robotrl.commands import BENCHMARKS, COMMANDS, DATASET_ACTIONS, Command
+from robotrl.config_help import compose
 
 HELP_FLAGS = ("-h", "--help")
 

@@ -445,7 +445,7 @@ def reference_markdown(commands: Sequence[tuple[str, str, str]]) -> str:
         "# Configuration reference",
         "",
         "Every key of every `robotrl` command, with its default and meaning. This page is",
-        "generated from the YAML files in `robotrl/conf/` (`python -m robotrl.config_help",
+        "generated from the YAML files in `robotrl/conf/` (`python -m robotrl.commands",
         "docs/configuration.md`); `robotrl <command> --help` prints the same. Override a key with",
         "`key=value`, a nested one with `a.b=value`. The RL sections (`residual`, `dsrl`,",
         "`flow_pg`) hold the defaults of their dataclasses (`ResidualConfig`, `DSRLConfig`,",
@@ -464,17 +464,14 @@ def reference_markdown(commands: Sequence[tuple[str, str, str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-if __name__ == "__main__":  # python -m robotrl.config_help docs/configuration.md
-    import sys
+def compose(
+    config_name: str, overrides: Sequence[str], *, command: str | None = None
+) -> DictConfig:
+    """Compose ``robotrl/conf/<config_name>.yaml`` with ``key=value`` overrides.
 
-    from robotrl.cli import BENCHMARKS, COMMANDS
-
-    entries = [(name, cfg, summary) for name, (cfg, _, summary) in COMMANDS.items()]
-    entries.append(("dataset <action>", "dataset", "inspect, verify, repair, import, export"))
-    entries += [(f"bench {name}", cfg, summary) for name, (cfg, _, summary) in BENCHMARKS.items()]
-    text = reference_markdown(entries)
-    if len(sys.argv) > 1:
-        with open(sys.argv[1], "w") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text)
+    An override of a key the config does not declare (also with ``+`` or ``++``) raises
+    :class:`ConfigKeyError` naming the closest valid keys; ``command``
+    (e.g. ``train-bc``) is named in its hint.
+    """
+    checked = check_overrides(config_name, overrides, command)
+    return hydra_compose(config_name, checked)

@@ -30,7 +30,7 @@ def with_backend(
     """``kwargs`` for ``sim.make`` on another simulator (``sim.registry.BACKENDS``). Those have
     no in-simulator ("native") impedance law, so a checkpoint's ``native`` controller becomes
     the numpy ``impedance`` controller: the same law, as it runs on hardware. ``backend=ros2``
-    (a robot over ROS 2, ``hardware/ros2/robot_backend.py``) also takes the non-null entries of
+    (a robot over ROS 2, ``robotrl/nodes/robot_backend.py``) also takes the non-null entries of
     ``ros2`` (``profile``, ``domain_id``, ``params_file``, ``reward_classifier``)."""
     if backend == "mujoco":
         return kwargs

@@ -16,13 +16,20 @@ also the reference for running the stages by hand.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from robotrl.collect_command import run_collect
+from robotrl.config_help import compose
+from robotrl.eval_command import run_eval
 from robotrl.evaluation import wilson_interval
+from robotrl.experts_command import run_experts
 from robotrl.run import make_run_dir, save_config
+from robotrl.train_bc_command import run_train_bc
+from robotrl.train_rl_command import run_train_rl
 
 
 def _overrides(values: dict[str, Any]) -> list[str]:
@@ -36,10 +43,18 @@ def _overrides(values: dict[str, Any]) -> list[str]:
     return out
 
 
-def _stage(name: str, config: str, values: dict[str, Any]) -> dict[str, Any]:
-    from robotrl.cli import COMMANDS, compose
+# config name -> the command that runs it
+STAGES: dict[str, Callable[[DictConfig], dict[str, Any]]] = {
+    "experts": run_experts,
+    "collect": run_collect,
+    "train_bc": run_train_bc,
+    "eval": run_eval,
+    "train_rl": run_train_rl,
+}
 
-    runner = next(run for cfg_name, run, _ in COMMANDS.values() if cfg_name == config)
+
+def _stage(name: str, config: str, values: dict[str, Any]) -> dict[str, Any]:
+    runner = STAGES[config]
     t0 = time.perf_counter()
     result = runner(compose(config, _overrides(values)))
     result["stage_wall_s"] = round(time.perf_counter() - t0, 1)

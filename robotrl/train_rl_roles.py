@@ -50,7 +50,8 @@ def learn(
     run_dir: Any,
 ) -> dict[str, Any]:
     """role=learner: serve on ``address`` until SIGTERM / SIGINT; resume from learner_state."""
-    from robotrl.algos.residual_learner import ResidualLearner, serve_learner
+    from robotrl.algos.residual_learner import ResidualLearner
+    from robotrl.distributed.learner_server import serve_learner
 
     d = cfg.dist
     torch.manual_seed(cfg.seed)

@@ -25,16 +25,18 @@ import numpy as np
 
 from controllers import panda
 from controllers.arm_state import ArmState
+from controllers.commander import (
+    DEFAULT_MAX_DPOS,
+    DEFAULT_MAX_DROT,
+    Commander,
+)
 from controllers.impedance import CartesianImpedance
-from controllers.rotations import mat_to_quat, rotvec_to_mat
-from controllers.safety_filter import SafetyFilter
+from controllers.rotations import mat_to_quat
 from sim.arm import PHYSICS_DT, scene_xml
 from sim.arm_reader import MjArmReader
 from sim.task import Task
 
 CONTROLLERS = ("impedance", "osc", "native")
-DEFAULT_WORKSPACE_LOW = np.array([0.2, -0.45, 0.015])  # TCP box, base frame [m]
-DEFAULT_WORKSPACE_HIGH = np.array([0.8, 0.45, 0.7])
 # Task-level gains of the sim (the controller's own defaults are the conservative hardware ones).
 # 2000 N/m with a 2 cm error clip (a 40 N force bound) lets the TCP follow a full 2 cm / 50 ms
 # command (K/D = sqrt(K)/2 ~ 22 /s); the serl Franka controllers use the same stiffness.
@@ -92,8 +94,8 @@ class PandaEnv(gym.Env):
         controller: str = "native",
         stiffness: np.ndarray | None = None,
         controller_kwargs: dict[str, Any] | None = None,
-        max_dpos: float = 0.02,
-        max_drot: float = 0.1,
+        max_dpos: float = DEFAULT_MAX_DPOS,
+        max_drot: float = DEFAULT_MAX_DROT,
         reward_type: str = "sparse",
         terminate_on_success: bool = True,
         cameras: tuple[str, ...] = (),
@@ -171,13 +173,8 @@ class PandaEnv(gym.Env):
             self.controller = NativeCartesianImpedance(m, self.data, **kw)
         self._reader = MjArmReader(m, with_mass=getattr(self.controller, "needs_mass", False))
         self._nominal_stiffness = np.array(self.controller.stiffness, dtype=float)
-        self.safety = SafetyFilter(
-            workspace_low=DEFAULT_WORKSPACE_LOW if workspace_low is None else workspace_low,
-            workspace_high=DEFAULT_WORKSPACE_HIGH if workspace_high is None else workspace_high,
-            max_pos_step=2.5 * self.max_dpos,
-            max_rot_step=2.5 * self.max_drot,
-        )
-        self._target_rot = np.eye(3)
+        self.commander = Commander(self.max_dpos, self.max_drot, workspace_low, workspace_high)
+        self.safety = self.commander.safety  # the target stage above, the torque stage per tick
         self.guard: Any = None
         if safety != "filter":
             from sim.safety_guard import SafetyGuard
@@ -209,7 +206,7 @@ class PandaEnv(gym.Env):
     }
 
     # ------------------------------------------------------------------ state
-    def _read_state(self) -> ArmState:
+    def read_state(self) -> ArmState:
         """Fill :attr:`state` from MjData (positions/velocities must be current)."""
         return self._reader.read(self.data, self.state)
 
@@ -227,7 +224,8 @@ class PandaEnv(gym.Env):
         arm = d.subtree_com[self._hand] - d.site_xpos[self._ft]
         return np.concatenate([weight - f, np.cross(arm, weight) - t])
 
-    def _observe(self) -> dict[str, np.ndarray]:
+    def observe(self) -> dict[str, np.ndarray]:
+        """The observation of the current state (:attr:`observation_space`; fresh arrays)."""
         d, s = self.data, self.state
         twist = s.jac @ s.dq
         obs = {
@@ -237,7 +235,7 @@ class PandaEnv(gym.Env):
             "state/ee_quat": mat_to_quat(s.ee_rot),
             "state/ee_twist": twist,
             "state/wrench": self.external_wrench(),
-            "state/gripper": np.array([d.qpos[self._finger_qadr].sum()]),
+            "state/gripper": np.array([self.gripper_opening()]),
         }
         obs.update(self.task.observe(d))
         out = {k: np.asarray(v, dtype=np.float32).copy() for k, v in obs.items()}
@@ -263,17 +261,17 @@ class PandaEnv(gym.Env):
         d.ctrl[self._gripper_act] = panda.FINGER_TRAVEL
         self.task.reset(m, d, rng)
         mujoco.mj_forward(m, d)
-        s = self._read_state()
-        self._target_rot[:] = s.ee_rot
+        s = self.read_state()
         self.controller.reset(s)
-        self.safety.reset(s.ee_pos, s.ee_rot)
         self.task.after_reset(self)
         mujoco.mj_forward(m, d)
-        self._read_state()
+        s = self.read_state()
+        # after the task's reset: a task may start with the gripper closed (a peg in the hand)
+        self.commander.reset(s.ee_pos, s.ee_rot, self.gripper_command())
         self._steps = 0
         if self.guard is not None:
             self.guard.reset()
-        return self._observe(), {"success": False, "intervention": False}
+        return self.observe(), {"success": False, "intervention": False}
 
     def _randomize_physics(self, rng: np.random.Generator) -> None:
         r, m = self.task.randomization, self.model
@@ -295,42 +293,43 @@ class PandaEnv(gym.Env):
 
     def set_gripper(self, command: float) -> None:
         """Gripper servo target for ``command`` in [-1 open, +1 closed]."""
-        self.data.ctrl[self._gripper_act] = 0.5 * (1.0 - command) * panda.FINGER_TRAVEL
+        self.set_gripper_width((1.0 - command) * panda.FINGER_TRAVEL)
+
+    def set_gripper_width(self, width: float) -> None:
+        """Gripper servo target: total finger opening ``width`` [m] (each finger travels half)."""
+        self.data.ctrl[self._gripper_act] = 0.5 * width
+
+    def gripper_opening(self) -> float:
+        """Measured total finger opening [m]."""
+        return float(self.data.qpos[self._finger_qadr].sum())
+
+    def joint_positions(self) -> np.ndarray:
+        """(7,) measured arm joint positions [rad] (a copy)."""
+        return self.data.qpos[self._arm_qadr]
 
     def gripper_command(self) -> float:
         """The gripper command [-1, 1] the servo currently follows."""
         return 1.0 - 2.0 * float(self.data.ctrl[self._gripper_act]) / panda.FINGER_TRAVEL
 
+    def track(self, pos: np.ndarray, rot: np.ndarray) -> None:
+        """Make the controller track the TCP target ``pos`` (3,) [m], ``rot`` (3, 3), base
+        frame (already safe: the commander's output, or a robot's equilibrium pose)."""
+        self.controller.set_target(pos, rot)
+
     def step(
         self, action: np.ndarray
     ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         a = np.asarray(action, dtype=float).reshape(-1)
-        if a.shape != (7,):
-            raise ValueError(f"action must have shape (7,), got {np.shape(action)}")
         s = self.state
-        finite = bool(np.isfinite(a).all())
-        if finite:
-            # Deltas are relative to the current TCP pose (as in SERL/HIL-SERL): a zero action
-            # holds the arm where it is and a policy cannot wind the target up while blocked.
-            a = np.clip(a, -1.0, 1.0)
-            pos = s.ee_pos + a[:3] * self.max_dpos
-            rot = rotvec_to_mat(a[3:6] * self.max_drot) @ s.ee_rot
-        else:
-            pos, rot = a[:3], self._target_rot  # NaN/inf: the filter rejects it and holds
-        pos, rot = self.safety.filter_target(pos, rot, s.ee_pos, s.ee_rot)
-        self._target_rot[:] = rot  # held if the next action is NaN
-        self.controller.set_target(pos, rot)
-        self.set_gripper(a[6] if finite else 0.0)
-        flags = dict(self.safety.last_flags)
-
+        target = self.commander.command(a, s.ee_pos, s.ee_rot)
+        self.track(target.pos, target.rot)
+        self.set_gripper(target.gripper)
+        flags = dict(target.flags)
         if self.guard is not None:
-            self.guard.run(a if finite else None, flags)
-        elif self.controller_name == "native":
-            mujoco.mj_step(self.model, self.data, nstep=self.n_substeps)
-            mujoco.mj_forward(self.model, self.data)
+            self.guard.run(np.clip(a, -1.0, 1.0) if np.isfinite(a).all() else None, flags)
+            s = self.read_state()
         else:
-            self._step_numpy_controller(flags)
-        s = self._read_state()
+            s = self.advance(self.n_substeps, flags)
         self._steps += 1
         success = self.task.success(self.data)
         if self.reward_type == "sparse":
@@ -342,20 +341,36 @@ class PandaEnv(gym.Env):
         info = {"success": success, "intervention": False, "safety": flags}
         if self.guard is not None:
             self.guard.finish(info, terminated or truncated)
-        return self._observe(), reward, terminated, truncated, info
+        return self.observe(), reward, terminated, truncated, info
 
-    def _step_numpy_controller(self, flags: dict[str, bool]) -> None:
-        m, d, ctrl, act = self.model, self.data, self.data.ctrl, self._torque_act
-        filt, s = self.safety, self.state
-        for _ in range(self.n_substeps):
-            mujoco.mj_step1(m, d)
-            self._read_state()
-            tau = filt.filter_torque(self.controller.compute(s), s.q, s.dq)
-            ctrl[act] = tau
-            mujoco.mj_step2(m, d)
+    def physics_tick(self, flags: dict[str, Any] | None = None) -> None:
+        """One physics tick [PHYSICS_DT s] under the controller: the native law inside MuJoCo,
+        or read state -> numpy controller -> the safety filter's torque stage -> apply. Derived
+        quantities (site poses, sensors) stay those of the tick's start until :meth:`advance`
+        or ``mj_forward``. The torque stage's flags are OR-ed into ``flags``."""
+        m, d = self.model, self.data
+        if self.controller_name == "native":
+            mujoco.mj_step(m, d)
+            return
+        mujoco.mj_step1(m, d)
+        s = self.read_state()
+        filt = self.safety
+        d.ctrl[self._torque_act] = filt.filter_torque(self.controller.compute(s), s.q, s.dq)
+        mujoco.mj_step2(m, d)
+        if flags is not None:
             for key, value in filt.last_flags.items():
                 flags[key] = flags.get(key, False) or value
-        mujoco.mj_forward(m, d)
+
+    def advance(self, ticks: int, flags: dict[str, Any] | None = None) -> ArmState:
+        """``ticks`` physics ticks (:meth:`physics_tick`), then the derived quantities and
+        :attr:`state` of the new physics state, which it returns."""
+        if self.controller_name == "native":
+            mujoco.mj_step(self.model, self.data, nstep=ticks)
+        else:
+            for _ in range(ticks):
+                self.physics_tick(flags)
+        mujoco.mj_forward(self.model, self.data)
+        return self.read_state()
 
     # ------------------------------------------------------------------ rendering
     def render_camera(self, camera: str, *, video: bool = False) -> np.ndarray:

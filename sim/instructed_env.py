@@ -58,8 +58,8 @@ class InstructedPandaEnv(PandaEnv):
         """The instruction of the current episode."""
         return self.task.instruction
 
-    def _observe(self) -> dict[str, Any]:
-        obs: dict[str, Any] = super()._observe()
+    def observe(self) -> dict[str, Any]:
+        obs: dict[str, Any] = super().observe()
         obs[LANGUAGE_KEY] = self.task.instruction
         return obs
 

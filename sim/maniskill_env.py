@@ -36,9 +36,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from controllers.rotations import mat_to_rotvec, quat_to_mat, rotvec_to_mat
-from controllers.safety_filter import SafetyFilter
-from sim.env import DEFAULT_WORKSPACE_HIGH, DEFAULT_WORKSPACE_LOW, PandaEnv
+from controllers.commander import DEFAULT_MAX_DPOS, DEFAULT_MAX_DROT, Commander
+from controllers.rotations import quat_to_mat
+from sim.env import PandaEnv
 
 MS_MAX_DPOS = 0.1  # [m] per action unit of ManiSkill's pd_ee_delta_pose
 MS_MAX_DROT = 0.1  # [rad] per action unit
@@ -90,7 +90,7 @@ MANISKILL_TASKS: dict[str, ManiSkillTask] = {
 
 
 def to_maniskill_action(
-    action: np.ndarray, max_dpos: float = 0.02, max_drot: float = 0.1
+    action: np.ndarray, max_dpos: float = DEFAULT_MAX_DPOS, max_drot: float = DEFAULT_MAX_DROT
 ) -> np.ndarray:
     """Our (7,) action in [-1, 1] -> ManiSkill's normalised ``pd_ee_delta_pose`` (7,) float32.
 
@@ -214,8 +214,8 @@ class ManiSkillEnv(gym.Env):
         sim_backend: str = "physx_cpu",
         render_backend: str = "none",
         collision_only: bool | None = None,
-        max_dpos: float = 0.02,
-        max_drot: float = 0.1,
+        max_dpos: float = DEFAULT_MAX_DPOS,
+        max_drot: float = DEFAULT_MAX_DROT,
         max_episode_steps: int | None = None,
         reward_type: str = "sparse",
         terminate_on_success: bool = True,
@@ -253,15 +253,9 @@ class ManiSkillEnv(gym.Env):
         self._base_pos = pose.p.reshape(-1).cpu().numpy().astype(float)
         if not np.allclose(pose.q.reshape(-1).cpu().numpy(), [1, 0, 0, 0], atol=1e-6):
             raise ValueError(f"{task}: the robot base is rotated ({pose.q}); not supported")
-        self.safety = SafetyFilter(
-            workspace_low=DEFAULT_WORKSPACE_LOW,
-            workspace_high=DEFAULT_WORKSPACE_HIGH,
-            max_pos_step=2.5 * self.max_dpos,
-            max_rot_step=2.5 * self.max_drot,
-        )
+        self.commander = Commander(self.max_dpos, self.max_drot)
+        self.safety = self.commander.safety
         self._obs: dict[str, np.ndarray] = {}
-        self._target_rot = np.eye(3)
-        self._gripper = -1.0
         self._tcp = agent.tcp
         self._hand_links = [link for link in agent.robot.get_links() if link.name in HAND_LINKS]
         self._steps = 0
@@ -297,35 +291,19 @@ class ManiSkillEnv(gym.Env):
         self._steps = 0
         obs = self._observe(raw)
         rot = quat_to_mat(obs["state/ee_quat"].astype(float))
-        self.safety.reset(obs["state/ee_pos"].astype(float), rot)
-        self._target_rot[:] = rot
-        self._gripper = -1.0
+        self.commander.reset(obs["state/ee_pos"].astype(float), rot)
         return obs, {"success": False, "intervention": False}
 
     def step(
         self, action: np.ndarray
     ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
-        a = np.asarray(action, dtype=float).reshape(-1)
-        if a.shape != (7,):
-            raise ValueError(f"action must have shape (7,), got {np.shape(action)}")
         ee_pos = self._obs["state/ee_pos"].astype(float)
         ee_rot = quat_to_mat(self._obs["state/ee_quat"].astype(float))
-        finite = bool(np.isfinite(a).all())
-        if finite:
-            a = np.clip(a, -1.0, 1.0)
-            pos = ee_pos + a[:3] * self.max_dpos
-            rot = rotvec_to_mat(a[3:6] * self.max_drot) @ ee_rot
-            self._gripper = float(a[6])
-        else:
-            pos, rot = a[:3], self._target_rot  # NaN/inf: the filter rejects it and holds
-        pos, rot = self.safety.filter_target(pos, rot, ee_pos, ee_rot)
-        self._target_rot[:] = rot
-        delta = np.empty(7)
-        delta[:3] = (pos - ee_pos) / self.max_dpos
-        delta[3:6] = mat_to_rotvec(rot @ ee_rot.T) / self.max_drot
-        delta[6] = self._gripper
-        flags = dict(self.safety.last_flags)
-        ms_action = to_maniskill_action(np.clip(delta, -1.0, 1.0), self.max_dpos, self.max_drot)
+        target = self.commander.command(action, ee_pos, ee_rot)
+        # ManiSkill's own controller takes deltas: the safe target as a delta again
+        delta = self.commander.to_action(target.pos, target.rot, ee_pos, ee_rot)
+        flags = dict(target.flags)
+        ms_action = to_maniskill_action(delta, self.max_dpos, self.max_drot)
         raw, reward, _, _, ms_info = self._env.step(ms_action[None])
         self._steps += 1
         success = bool(np.asarray(ms_info["success"]).reshape(-1)[0])

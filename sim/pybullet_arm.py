@@ -122,6 +122,10 @@ class PyBulletPanda:
             physicsClientId=self.client,
         )  # fmt: skip
 
+    def gripper_command(self) -> float:
+        """The gripper command [-1 open, +1 closed] the finger servos currently follow."""
+        return 1.0 - 2.0 * self._finger_target / panda.FINGER_TRAVEL
+
     def gripper_opening(self) -> float:
         """Distance between the fingers [m] (sum of the two finger travels)."""
         js = pb.getJointStates(self.body, FINGER_JOINTS, physicsClientId=self.client)

@@ -22,11 +22,11 @@ import pybullet as pb
 
 from controllers import panda
 from controllers.arm_state import ArmState
+from controllers.commander import DEFAULT_MAX_DPOS, DEFAULT_MAX_DROT, Commander
 from controllers.impedance import CartesianImpedance
-from controllers.rotations import mat_to_quat, rotvec_to_mat
-from controllers.safety_filter import SafetyFilter
+from controllers.rotations import mat_to_quat
 from sim.arm import PHYSICS_DT
-from sim.env import DEFAULT_WORKSPACE_HIGH, DEFAULT_WORKSPACE_LOW, SIM_CONTROLLER_DEFAULTS, PandaEnv
+from sim.env import SIM_CONTROLLER_DEFAULTS, PandaEnv
 from sim.pybullet_arm import PyBulletPanda
 from sim.pybullet_tasks import PYBULLET_TASKS, PyBulletTask
 
@@ -59,8 +59,8 @@ class PyBulletPandaEnv(gym.Env):
         controller: str = "impedance",
         stiffness: np.ndarray | None = None,
         controller_kwargs: dict[str, Any] | None = None,
-        max_dpos: float = 0.02,
-        max_drot: float = 0.1,
+        max_dpos: float = DEFAULT_MAX_DPOS,
+        max_drot: float = DEFAULT_MAX_DROT,
         reward_type: str = "sparse",
         terminate_on_success: bool = True,
         cameras: tuple[str, ...] = (),
@@ -124,14 +124,9 @@ class PyBulletPandaEnv(gym.Env):
         self.floor = pb.loadURDF("plane.urdf", physicsClientId=c)
         task.build(c)
         self._nominal_stiffness = np.array(self.controller.stiffness, dtype=float)
-        self.safety = SafetyFilter(
-            workspace_low=DEFAULT_WORKSPACE_LOW if workspace_low is None else workspace_low,
-            workspace_high=DEFAULT_WORKSPACE_HIGH if workspace_high is None else workspace_high,
-            max_pos_step=2.5 * self.max_dpos,
-            max_rot_step=2.5 * self.max_drot,
-        )
+        self.commander = Commander(self.max_dpos, self.max_drot, workspace_low, workspace_high)
+        self.safety = self.commander.safety  # the target stage above, the torque stage per tick
         self.state = ArmState(7)
-        self._target_rot = np.eye(3)
         self._rng = np.random.default_rng()
         self._steps = 0
 
@@ -148,7 +143,7 @@ class PyBulletPandaEnv(gym.Env):
         s = self.state
         return s.ee_pos - s.ee_rot[:, 2] * panda.TCP_OFFSET
 
-    def _observe(self) -> dict[str, np.ndarray]:
+    def observe(self) -> dict[str, np.ndarray]:
         s = self.state
         obs = {
             "state/joint_pos": s.q,
@@ -180,32 +175,19 @@ class PyBulletPandaEnv(gym.Env):
             self.controller.set_stiffness(k)
         s = self.arm.read(self.state)
         self.task.after_reset(self)
-        self._target_rot[:] = s.ee_rot
         self.controller.reset(s)
-        self.safety.reset(s.ee_pos, s.ee_rot)
+        self.commander.reset(s.ee_pos, s.ee_rot, self.arm.gripper_command())
         self._steps = 0
-        return self._observe(), {"success": False, "intervention": False}
+        return self.observe(), {"success": False, "intervention": False}
 
     def step(
         self, action: np.ndarray
     ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
-        a = np.asarray(action, dtype=float).reshape(-1)
-        if a.shape != (7,):
-            raise ValueError(f"action must have shape (7,), got {np.shape(action)}")
         s = self.state
-        finite = bool(np.isfinite(a).all())
-        if finite:
-            a = np.clip(a, -1.0, 1.0)
-            pos = s.ee_pos + a[:3] * self.max_dpos
-            rot = rotvec_to_mat(a[3:6] * self.max_drot) @ s.ee_rot
-        else:
-            pos, rot = a[:3], self._target_rot  # NaN/inf: the filter rejects it and holds
-        pos, rot = self.safety.filter_target(pos, rot, s.ee_pos, s.ee_rot)
-        self._target_rot[:] = rot
-        self.controller.set_target(pos, rot)
-        grip = a[6] if finite else 0.0
-        self.arm.set_gripper(0.5 * (1.0 - grip) * panda.FINGER_TRAVEL)
-        flags = dict(self.safety.last_flags)
+        target = self.commander.command(action, s.ee_pos, s.ee_rot)
+        self.controller.set_target(target.pos, target.rot)
+        self.arm.set_gripper(0.5 * (1.0 - target.gripper) * panda.FINGER_TRAVEL)
+        flags = dict(target.flags)
 
         filt, c = self.safety, self.client
         for _ in range(self.n_substeps):
@@ -224,7 +206,7 @@ class PyBulletPandaEnv(gym.Env):
         terminated = bool(success and self.terminate_on_success)
         truncated = self._steps >= self.max_episode_steps
         info = {"success": success, "intervention": False, "safety": flags}
-        return self._observe(), reward, terminated, truncated, info
+        return self.observe(), reward, terminated, truncated, info
 
     # ------------------------------------------------------------------ rendering
     def render_camera(self, camera: str, *, video: bool = True) -> np.ndarray:

@@ -38,12 +38,18 @@ def _task(name: str) -> Task:
     return TASKS[name]()
 
 
+def task_observation_sizes(task: str) -> dict[str, int]:
+    """Task observation sizes of a sim task (``{"cube_pos": 3, ...}``), without building an env
+    (a robot's perception publishes the same entries on ``task_state``)."""
+    return dict(_task(task).observation_sizes())
+
+
 # Other simulators: backend -> "module:function(task, **kw)", imported on use (their packages
 # are optional extras).
 BACKENDS: dict[str, str] = {
     "pybullet": "sim.pybullet_env:make_pybullet",
     "maniskill": "sim.maniskill_env:make_maniskill",
-    "ros2": "hardware.ros2.robot_backend:make_ros2",  # a robot (or robotrl-sim-robot) over ROS 2
+    "ros2": "robotrl.nodes.robot_backend:make_ros2",  # a robot (or robotrl-sim-robot) over ROS 2
 }
 
 

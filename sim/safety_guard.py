@@ -42,7 +42,6 @@ from controllers.reflex import (
     Reflex,
     RiskMLP,
 )
-from controllers.rotations import rotvec_to_mat
 
 MODES = ("monitor", "reflex")
 FEATURES = (("ee_pos", 3), ("ee_vel", 3), ("force", 3), ("gripper", 1))
@@ -188,7 +187,7 @@ class SafetyGuard:
         mujoco.mj_objectVelocity(env.model, d, mujoco.mjtObj.mjOBJ_SITE, self._tcp, self._vel6, 0)
         f[3:6] = self._vel6[3:]  # linear part, world frame
         f[6:9] = env.external_wrench()[:3]
-        f[9] = d.qpos[env._finger_qadr].sum()
+        f[9] = env.gripper_opening()
         if self.task_keys:
             obs = env.task.observe(d)
             i = 10
@@ -263,9 +262,9 @@ class SafetyGuard:
                     # pressed against something turns the held spring error into a force jump
                     self._restore_stiffness()
                 risk_max = max(risk_max, reflex.risk)
-            self._physics_tick(m, d, flags)
+            env.physics_tick(flags)
             force = self.contact_force()
-            step_cost |= self.cost.check(d.site_xpos[self._tcp], force, d.qpos[env._arm_qadr])
+            step_cost |= self.cost.check(d.site_xpos[self._tcp], force, env.joint_positions())
             force_max = max(force_max, force)
             for k, v in self.cost.last.items():
                 fired[k] = fired[k] or v
@@ -307,39 +306,23 @@ class SafetyGuard:
         """Raise a loosening gripper command while a held object is above the release height."""
         if self.grasp is None:
             return
-        d = self.env.data
-        opening = float(d.qpos[self.env._finger_qadr].sum())
-        command = self.grasp(float(self._cmd[6]), opening, float(d.site_xpos[self._tcp][2]))
+        env = self.env
+        tcp_z = float(env.data.site_xpos[self._tcp][2])
+        command = self.grasp(float(self._cmd[6]), env.gripper_opening(), tcp_z)
         if command != self._cmd[6]:
             self._cmd[6] = command
             self.env.set_gripper(command)
             self.counts["grasp_holds"] += 1
             flags["grasp_hold"] = True
 
-    def _physics_tick(self, m: mujoco.MjModel, d: mujoco.MjData, flags: dict[str, Any]) -> None:
-        env = self.env
-        if env.controller_name == "native":
-            mujoco.mj_step(m, d)
-            return
-        mujoco.mj_step1(m, d)
-        s = env._read_state()
-        filt = env.safety
-        d.ctrl[env._torque_act] = filt.filter_torque(env.controller.compute(s), s.q, s.dq)
-        mujoco.mj_step2(m, d)
-        for key, value in filt.last_flags.items():
-            flags[key] = flags.get(key, False) or value
-
     def _retarget(self, action: np.ndarray, flags: dict[str, Any]) -> None:
-        """Target from ``action`` relative to the current TCP pose, through the safety filter."""
+        """Target of the reflex's ``action`` at the current TCP pose, through the commander."""
         env, d = self.env, self.env.data
         ee_pos = d.site_xpos[self._tcp].copy()
         ee_rot = d.site_xmat[self._tcp].reshape(3, 3).copy()
-        pos = ee_pos + np.clip(action[:3], -1, 1) * env.max_dpos
-        rot = rotvec_to_mat(np.clip(action[3:6], -1, 1) * env.max_drot) @ ee_rot
-        pos, rot = env.safety.filter_target(pos, rot, ee_pos, ee_rot)
-        env._target_rot[:] = rot
-        env.controller.set_target(pos, rot)
-        for key, value in env.safety.last_flags.items():
+        target = env.commander.retarget(action, ee_pos, ee_rot)
+        env.track(target.pos, target.rot)
+        for key, value in target.flags.items():
             flags[key] = flags.get(key, False) or value
 
     def release(self) -> None:

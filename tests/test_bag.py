@@ -17,18 +17,17 @@ from hardware.ros2 import messages as m
 from hardware.ros2.bag import (
     BagError,
     BagRecorder,
-    bag_topics,
     profile_topics,
     read_messages,
     replay_bag,
 )
 from hardware.ros2.config import RecorderConfig, TeleopNodeConfig
-from hardware.ros2.recorder_node import RecorderNode
-from hardware.ros2.teleop_node import TeleopNode
 from hardware.ros2.topics import SIM
 from robotrl.datasets import EpisodeStore
-from robotrl.datasets.rosbag_import import import_bags
+from robotrl.datasets.rosbag_import import bag_topics, import_bags
 from robotrl.datasets.store_diff import diff_stores
+from robotrl.nodes.recorder_node import RecorderNode
+from robotrl.nodes.teleop_node import TeleopNode
 
 TASK = "reach"
 

@@ -20,8 +20,8 @@ from ros2_fakes import FakeTransport
 
 from hardware.ros2 import messages as m
 from hardware.ros2.bridge import BridgeNode
-from hardware.ros2.commander import STATUS_TOPIC
 from hardware.ros2.config import BridgeConfig, ConfigError
+from hardware.ros2.pose_commander import STATUS_TOPIC
 from hardware.ros2.topics import SIM
 from hardware.ros2.transport import CycloneTransport, loopback_config
 

@@ -1,147 +1,131 @@
-"""Commander (actions -> safety-filtered equilibrium pose, the sim env's semantics) and the
-stale-state watchdog (hold with the reason, resume, status topic)."""
+"""Commander: the one action -> target conversion (delta from the measured pose, step bound,
+gripper, NaN hold) and its inverse; the backends that share it agree on the targets."""
 
 from __future__ import annotations
 
-import time
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-pytest.importorskip("cyclonedds", reason="cyclonedds is in the 'ros2' extra")
+from controllers.commander import STEP_BOUND, Commander
+from controllers.rotations import mat_to_rotvec, rotvec_to_mat
 
-from ros2_fakes import FakeTransport
-
-from controllers.rotations import mat_to_quat, quat_to_mat, rotvec_to_mat
-from hardware.ros2 import messages as m
-from hardware.ros2.commander import STATUS_TOPIC, Commander, StateWatchdog
-from hardware.ros2.observation import StateCache, state_messages
-from hardware.ros2.topics import SIM
-
-pytestmark = pytest.mark.ros2  # needs cyclonedds (the message structs)
-
-DOWN_QUAT = mat_to_quat(np.diag([1.0, -1.0, -1.0]))  # (w, x, y, z), TCP pointing down
+ROOT = Path(__file__).resolve().parents[1]
+DOWN = np.diag([1.0, -1.0, -1.0])
+HOME = np.array([0.5, 0.0, 0.3])
 
 
-def _pose_of(msg: m.PoseStamped) -> tuple[np.ndarray, np.ndarray]:
-    p, q = msg.pose.position, msg.pose.orientation
-    return np.array([p.x, p.y, p.z]), quat_to_mat(np.array([q.w, q.x, q.y, q.z]))
+def _at(dx: float, dy: float, dz: float) -> np.ndarray:
+    return HOME + np.array([dx, dy, dz])
 
 
-def test_action_becomes_the_sim_envs_target_and_gripper_width() -> None:
-    bus = FakeTransport()
-    cmd = Commander(bus, SIM, max_dpos=0.02, max_drot=0.1)
-    ee = np.array([0.5, 0.0, 0.3])
-    a = np.array([0.5, -1.0, 0.25, 0.0, 0.0, 0.3, 1.0])
-    flags = cmd.apply(a, ee, DOWN_QUAT)
-    pos, rot = _pose_of(bus.sent[SIM.equilibrium_pose][-1])
-    np.testing.assert_allclose(pos, ee + a[:3] * 0.02, atol=1e-12)
-    want = rotvec_to_mat(a[3:6] * 0.1) @ quat_to_mat(DOWN_QUAT)
-    np.testing.assert_allclose(rot, want, atol=1e-9)
-    assert not any(flags.values())
-    assert bus.sent[SIM.gripper_command][-1].data == [0.0]  # +1 closes: width 0
-    cmd.apply(np.array([0, 0, 0, 0, 0, 0, -1.0]), ee, DOWN_QUAT)
-    assert bus.sent[SIM.gripper_command][-1].data == [pytest.approx(0.08)]  # fully open
-    assert bus.sent[SIM.equilibrium_pose][-1].header.frame_id == SIM.base_frame
+def _commander(**kw) -> Commander:
+    cmd = Commander(**kw)
+    cmd.reset(HOME, DOWN)
+    return cmd
 
 
-def test_safety_filter_is_last_workspace_step_and_nan() -> None:
-    bus = FakeTransport()
-    cmd = Commander(bus, SIM, max_dpos=0.02, workspace_high=(0.8, 0.45, 0.31))
-    ee = np.array([0.5, 0.0, 0.3])
-    flags = cmd.apply(np.array([0, 0, 1.0, 0, 0, 0, 0]), ee, DOWN_QUAT)
-    pos, _ = _pose_of(bus.sent[SIM.equilibrium_pose][-1])
-    assert pos[2] == pytest.approx(0.31) and flags["workspace_clamped"]
-    # a measured pose that jumped far (e.g. a stale reading): the step limit caps the target
-    flags = cmd.apply(np.zeros(7), np.array([0.6, 0.0, 0.3]), DOWN_QUAT)
-    pos2, _ = _pose_of(bus.sent[SIM.equilibrium_pose][-1])
-    assert flags["step_limited"]
-    assert np.linalg.norm(pos2 - pos) == pytest.approx(2.5 * 0.02)
-    n_grip = len(bus.sent[SIM.gripper_command])
-    flags = cmd.apply(np.full(7, np.nan), ee, DOWN_QUAT)
-    pos3, _ = _pose_of(bus.sent[SIM.equilibrium_pose][-1])
-    assert flags["nan"] and np.array_equal(pos3, pos2)  # holds the last safe target
-    assert len(bus.sent[SIM.gripper_command]) == n_grip  # no gripper command from NaN
+def test_action_moves_the_target_from_the_measured_pose() -> None:
+    cmd = _commander(max_dpos=0.02, max_drot=0.1)
+    t = cmd.command(np.array([1.0, -0.5, 0.0, 0.0, 0.0, 0.3, 1.0]), HOME, DOWN)
+    np.testing.assert_allclose(t.pos, _at(0.02, -0.01, 0.0), atol=1e-12)
+    np.testing.assert_allclose(t.rot, rotvec_to_mat(np.array([0, 0, 0.03])) @ DOWN, atol=1e-12)
+    assert t.gripper == 1.0 and not any(t.flags.values())
+    # relative to the measured pose, not the last target: a blocked arm does not wind up
+    t = cmd.command(np.array([1.0, 0, 0, 0, 0, 0, 1.0]), HOME, DOWN)
+    np.testing.assert_allclose(t.pos, _at(0.02, 0, 0), atol=1e-12)
+
+
+def test_out_of_range_actions_are_clipped_and_steps_bounded() -> None:
+    cmd = _commander(max_dpos=0.02, max_drot=0.1)
+    t = cmd.command(np.array([5.0, 0, 0, 0, 0, 0, 3.0]), HOME, DOWN)
+    np.testing.assert_allclose(t.pos, _at(0.02, 0, 0), atol=1e-12)
+    assert t.gripper == 1.0
+    # a measured pose far from the last safe target: the step bound holds the target back
+    far = _at(0.2, 0.0, 0.0)
+    t = cmd.command(np.zeros(7), far, DOWN)
+    assert t.flags["step_limited"]
+    np.testing.assert_allclose(np.linalg.norm(t.pos - _at(0.02, 0, 0)), STEP_BOUND * 0.02)
+
+
+def test_non_finite_action_holds_target_and_gripper() -> None:
+    cmd = _commander()
+    good = cmd.command(np.array([0.5, 0, 0, 0, 0, 0, 1.0]), HOME, DOWN)
+    for bad in (np.full(7, np.nan), np.array([0, 0, np.inf, 0, 0, 0, -1.0])):
+        t = cmd.command(bad, _at(0.01, 0, 0), DOWN)
+        assert t.flags["nan"]
+        np.testing.assert_array_equal(t.pos, good.pos)
+        np.testing.assert_array_equal(t.rot, good.rot)
+        assert t.gripper == 1.0  # not opened by a NaN
+
+
+def test_retarget_keeps_the_gripper() -> None:
+    cmd = _commander()
+    cmd.command(np.array([0, 0, 0, 0, 0, 0, 1.0]), HOME, DOWN)
+    t = cmd.retarget(np.array([0, 0, 1.0, 0, 0, 0]), HOME, DOWN)
+    assert t.gripper == 1.0
+    np.testing.assert_allclose(t.pos, _at(0, 0, 0.02), atol=1e-12)
+
+
+def test_to_action_inverts_command() -> None:
+    cmd = _commander(max_dpos=0.02, max_drot=0.1)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        a = rng.uniform(-1, 1, 7)
+        t = cmd.command(a, HOME, DOWN)
+        back = cmd.to_action(t.pos, t.rot, HOME, DOWN)
+        np.testing.assert_allclose(back[:3], a[:3], atol=1e-9)
+        np.testing.assert_allclose(mat_to_rotvec(rotvec_to_mat(back[3:6] * 0.1)), a[3:6] * 0.1)
+        assert back[6] == a[6]
+        cmd.reset(HOME, DOWN)
+
+
+def test_bad_arguments_are_refused() -> None:
+    with pytest.raises(ValueError, match="max_dpos"):
+        Commander(max_dpos=0.0)
     with pytest.raises(ValueError, match=r"shape \(7,\)"):
-        cmd.apply(np.zeros(6), ee, DOWN_QUAT)
+        _commander().command(np.zeros(6), HOME, DOWN)
 
 
-def test_resync_starts_from_the_measured_pose_and_hold_resends() -> None:
-    bus = FakeTransport()
-    cmd = Commander(bus, SIM)
-    cmd.apply(np.zeros(7), np.array([0.5, 0.0, 0.3]), DOWN_QUAT)
-    cmd.resync()  # e.g. after a reset: the arm is elsewhere now
-    far = np.array([0.4, 0.2, 0.2])
-    flags = cmd.apply(np.zeros(7), far, DOWN_QUAT)
-    pos, _ = _pose_of(bus.sent[SIM.equilibrium_pose][-1])
-    assert not flags["step_limited"] and np.allclose(pos, far)
-    n = len(bus.sent[SIM.equilibrium_pose])
-    cmd.hold()
-    assert len(bus.sent[SIM.equilibrium_pose]) == n + 1
-    assert _pose_of(bus.sent[SIM.equilibrium_pose][-1])[0] == pytest.approx(far)
+def test_the_conversion_and_step_bound_live_here_only() -> None:
+    # every backend imports the Commander; no other module scales a delta by max_dpos onto a
+    # measured pose or sets the filter's step bound
+    delta = re.compile(r"pos \+ [^\n]*\[:3\][^\n]*\* [\w.]*max_dpos|max_pos_step=\s*\S+ \* ")
+    hits = [
+        str(p.relative_to(ROOT))
+        for pkg in ("controllers", "sim", "hardware", "robotrl", "policies")
+        for p in (ROOT / pkg).rglob("*.py")
+        if delta.search(p.read_text())
+    ]
+    assert hits == ["controllers/commander.py"]
+    text = (ROOT / "controllers" / "commander.py").read_text()
+    assert len(delta.findall(text)) == 2  # the pattern does see the conversion and the bound
 
 
-def test_stiffness_is_published_latched_and_validated() -> None:
-    bus = FakeTransport()
-    Commander(bus, SIM, stiffness=(1000, 1000, 1000, 50, 50, 50))
-    assert bus.sent[SIM.impedance_params][-1].data == [1000, 1000, 1000, 50, 50, 50]
-    with pytest.raises(ValueError, match="6 positive"):
-        Commander(bus, SIM, stiffness=(1.0, 2.0))
-
-
-class _Clock:
-    def __init__(self) -> None:
-        self.t = 0
-
-    def __call__(self) -> int:
-        return self.t
-
-
-def test_watchdog_holds_with_the_stale_topic_and_resumes() -> None:
+@pytest.mark.parametrize("backend", ["mujoco", "pybullet"])
+def test_sim_backends_track_the_commanders_targets(backend) -> None:
+    # a Commander of its own, fed the env's measured poses, predicts every target the env's
+    # controller is given, NaN actions included
+    if backend == "pybullet":
+        pytest.importorskip("pybullet")
     import sim
 
-    clock = _Clock()
-    cache = StateCache(SIM, clock_ns=clock)
-    bus = FakeTransport()
-    holds, resumes = [], []
-    dog = StateWatchdog(
-        cache, 0.05, on_hold=holds.append, on_resume=lambda: resumes.append(1), status=bus
-    )
-    env = sim.make("reach")
-    obs, _ = env.reset(seed=0)
-
-    def publish_all(t_ns: int) -> None:
-        for topic, msg in state_messages(obs, t_ns, SIM).items():
-            cache.put(topic, msg)
-
-    try:
-        assert dog.held and "no state received yet" in dog.check()
-        publish_all(1)
-        _wait(lambda: not dog.held and resumes)  # the callbacks follow the flag
-        assert resumes == [1] and dog.check() == ""
-        clock.t += 40_000_000  # 40 ms: within the bound
-        assert dog.check() == "" and not dog.held  # the loop's own test, at the fake clock
-        # only the wrench topic keeps publishing; the others go stale
-        clock.t += 30_000_000
-        wrench = state_messages(obs, 2, SIM)[SIM.wrench]
-        cache.put(SIM.wrench, wrench)
-        _wait(lambda: dog.held and holds)
-        assert "70 ms old > 50 ms bound" in holds[0]
-        assert holds[0].split()[0] in (SIM.joint_states, SIM.ee_pose, SIM.gripper_joint_states)
-        assert bus.sent[STATUS_TOPIC][-1].data == f"hold: {holds[0]}"
-        assert dog.state.events[-1].reason == holds[0] and dog.state.events[-1].end is None
-        publish_all(3)
-        _wait(lambda: not dog.held and len(resumes) == 2)
-        assert resumes == [1, 1] and bus.sent[STATUS_TOPIC][-1].data == "ok"
-        assert dog.state.events[-1].end is not None
-    finally:
-        dog.close()
-
-
-def _wait(pred, timeout: float = 60.0) -> None:
-    """Poll until the watchdog thread has acted (no load makes a correct run time out)."""
-    end = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > end:
-            raise AssertionError("condition not reached")
-        time.sleep(0.002)
+    env = sim.make("lift", backend=backend, controller="impedance")
+    given: list[tuple[np.ndarray, np.ndarray]] = []
+    set_target = env.controller.set_target
+    env.controller.set_target = lambda pos, rot: (given.append((pos, rot)), set_target(pos, rot))
+    env.reset(seed=3)
+    shadow = Commander(env.max_dpos, env.max_drot)
+    shadow.reset(env.state.ee_pos, env.state.ee_rot)
+    actions = np.random.default_rng(1).uniform(-1, 1, (12, 7))
+    actions[5] = np.nan
+    for a in actions:
+        want = shadow.command(a, env.state.ee_pos, env.state.ee_rot)
+        given.clear()
+        env.step(a)
+        ((pos, rot),) = given
+        np.testing.assert_array_equal(pos, want.pos)
+        np.testing.assert_array_equal(rot, want.rot)
+    env.close()

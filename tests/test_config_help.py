@@ -12,10 +12,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_the_committed_reference_page_is_the_generated_one(tmp_path):
     out = tmp_path / "configuration.md"
-    subprocess.run([sys.executable, "-m", "robotrl.config_help", str(out)], check=True, cwd=ROOT)
+    subprocess.run([sys.executable, "-m", "robotrl.commands", str(out)], check=True, cwd=ROOT)
     committed = (ROOT / "docs" / "configuration.md").read_text()
     assert out.read_text() == committed, (
-        "docs/configuration.md is stale: run python -m robotrl.config_help docs/configuration.md"
+        "docs/configuration.md is stale: run python -m robotrl.commands docs/configuration.md"
     )
 
 

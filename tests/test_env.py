@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 import sim
-from sim.env import DEFAULT_WORKSPACE_HIGH, PandaEnv
+from controllers.commander import DEFAULT_WORKSPACE_HIGH
+from sim.env import PandaEnv
 from sim.tasks.lift import LiftTask
 
 CONTROLLERS = ["impedance", "native"]

@@ -27,7 +27,7 @@ from hardware.ros2.config import (
     SimRobotConfig,
     TeleopNodeConfig,
 )
-from hardware.ros2.robot_backend import RobotEnvConfig, load_config
+from robotrl.nodes.robot_backend import RobotEnvConfig, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 LAUNCH = ROOT / "launch"

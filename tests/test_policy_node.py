@@ -16,13 +16,13 @@ pytest.importorskip("cyclonedds", reason="cyclonedds is in the 'ros2' extra")
 from ros2_fakes import FakeTransport
 
 from hardware.ros2 import messages as m
-from hardware.ros2 import policy_node
 from hardware.ros2.config import PolicyNodeConfig, SimRobotConfig
-from hardware.ros2.policy_node import PolicyNode
-from hardware.ros2.sim_robot_node import SimRobotNode
 from hardware.ros2.topics import SIM
 from policies.checkpoint import save_policy
 from policies.registry import make_policy
+from robotrl.nodes import policy_node
+from robotrl.nodes.policy_node import PolicyNode
+from robotrl.nodes.sim_robot_node import SimRobotNode
 
 pytestmark = pytest.mark.ros2  # needs cyclonedds (the message structs)
 

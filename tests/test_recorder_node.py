@@ -26,11 +26,11 @@ import sim
 from hardware.devices import ExpertDevice
 from hardware.ros2 import messages as m
 from hardware.ros2.config import RecorderConfig, TeleopNodeConfig
-from hardware.ros2.recorder_node import RecorderNode
-from hardware.ros2.teleop_node import TeleopNode
 from robotrl.collection import ACTION_SPACE, ROBOT_NAME, CollectionSession, open_or_create_store
 from robotrl.datasets import EpisodeStore, verify
 from robotrl.datasets.store_diff import diff_stores
+from robotrl.nodes.recorder_node import RecorderNode
+from robotrl.nodes.teleop_node import TeleopNode
 
 TASK, SEED, NOISE, EPISODES = "lift", 7, 0.3, 2
 
@@ -301,8 +301,8 @@ def test_real_time_robot_path_records_by_zero_order_hold(tmp_path):
 
     from hardware.ros2.bridge import BridgeNode
     from hardware.ros2.config import BridgeConfig, SimRobotConfig
-    from hardware.ros2.sim_robot_node import SimRobotNode
     from hardware.ros2.transport import CycloneTransport, loopback_config
+    from robotrl.nodes.sim_robot_node import SimRobotNode
 
     os.environ.setdefault("CYCLONEDDS_URI", loopback_config())
     domain = random.randint(1, 230)

@@ -14,10 +14,11 @@ pytest.importorskip("zmq", reason="robotrl.distributed needs the 'dist' extra (p
 
 from robotrl.algos.residual import ResidualAgent, ResidualConfig, StateFeaturizer
 from robotrl.algos.residual_actor import ResidualActor, run_actor
-from robotrl.algos.residual_learner import ResidualLearner, serve_learner
+from robotrl.algos.residual_learner import ResidualLearner
 from robotrl.algos.residual_rollout import ResidualRollout
 from robotrl.algos.residual_training import TrainConfig
 from robotrl.distributed import ActorClient
+from robotrl.distributed.learner_server import serve_learner
 from sim.toy import STATE_STATS, BiasedPointBase, PointGoal
 
 CFG = ResidualConfig(scale=0.5, hidden=32, ensemble=2, batch_size=32, utd=1)

@@ -23,9 +23,9 @@ from ros2_fakes import FakeTransport, LockstepSim
 
 import sim
 from hardware.ros2 import messages as m
-from hardware.ros2.robot_backend import RobotEnvConfig, load_config, make_ros2
 from hardware.ros2.topics import SIM, ConfigError
 from robotrl.evaluation import evaluate
+from robotrl.nodes.robot_backend import RobotEnvConfig, load_config, make_ros2
 from robotrl.policy_env import check_one_robot, with_backend
 
 pytestmark = pytest.mark.ros2

@@ -17,10 +17,11 @@ from ros2_fakes import FakeTransport
 import sim
 from hardware.ros2 import messages as m
 from hardware.ros2.config import SimRobotConfig
-from hardware.ros2.robot_env import RobotEnvError, RosRobotEnv, task_sizes
-from hardware.ros2.sim_robot_node import SimRobotNode
+from hardware.ros2.robot_env import RobotEnvError, RosRobotEnv
 from hardware.ros2.topics import SIM
 from robotrl.evaluation import evaluate
+from robotrl.nodes.sim_robot_node import SimRobotNode
+from sim.registry import task_observation_sizes as task_sizes
 
 pytestmark = pytest.mark.ros2  # needs cyclonedds (the message structs)
 

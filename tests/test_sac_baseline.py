@@ -7,7 +7,7 @@ from robotrl.benchmarks.sac_baseline import FlattenState, run_sac
 def test_flatten_state_concatenates_in_order():
     env = FlattenState(sim.make("reach"), ["state/goal_pos", "state/ee_pos"])
     obs, _ = env.reset(seed=0)
-    raw = env.unwrapped._observe()
+    raw = env.unwrapped.observe()
     np.testing.assert_allclose(obs, np.r_[raw["state/goal_pos"], raw["state/ee_pos"]])
     assert env.observation_space.shape == (6,)
 

@@ -14,11 +14,12 @@ pytest.importorskip("cyclonedds", reason="cyclonedds is in the 'ros2' extra")
 from ros2_fakes import FakeTransport
 
 import sim
+from controllers.rotations import mat_to_quat
 from hardware.ros2 import messages as m
 from hardware.ros2.config import SimRobotConfig
 from hardware.ros2.observation import StateCache
-from hardware.ros2.sim_robot_node import SimRobotNode
 from hardware.ros2.topics import EPISODE_FIELDS, SIM, task_state_sizes
+from robotrl.nodes.sim_robot_node import SimRobotNode
 
 pytestmark = pytest.mark.ros2  # needs cyclonedds (the message structs)
 
@@ -133,3 +134,62 @@ def test_realtime_rates_commands_and_reset() -> None:
         node.close()
         thread.join(timeout=5)
     assert node.stats.resets == 2 and node.stats.physics_ticks > 1000
+
+
+def _spy(env) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Record every target the env's controller is given and every torque the filter passes."""
+    targets: list[np.ndarray] = []
+    torques: list[np.ndarray] = []
+    track, filter_torque = env.track, env.safety.filter_torque
+
+    def spy_track(pos, rot):
+        targets.append(np.concatenate([pos, np.ravel(rot)]))
+        track(pos, rot)
+
+    def spy_torque(tau, q, dq):
+        out = filter_torque(tau, q, dq)
+        torques.append(out.copy())
+        return out
+
+    env.track, env.safety.filter_torque = spy_track, spy_torque
+    return targets, torques
+
+
+def test_bridge_command_path_gives_the_envs_targets_and_torques() -> None:
+    """The same actions through PandaEnv.step and through PoseCommander -> equilibrium_pose ->
+    the lockstep sim robot: the same targets and per-tick torques (the commander reads the
+    node's measured pose here; on the wire it is float32, test_robot_env covers that path)."""
+    from hardware.ros2.pose_commander import PoseCommander
+
+    bus = FakeTransport()
+    cfg = SimRobotConfig(
+        profile="sim", task="lift", controller="impedance", lockstep=True,
+        lockstep_on="equilibrium_pose",
+    )  # fmt: skip
+    node = SimRobotNode(cfg, bus)
+    done = threading.Semaphore(0)
+    bus.subscribe(SIM.episode, m.Float64MultiArray, lambda _msg: done.release())
+    node_targets, node_torques = _spy(node.env)
+    ref = sim.make("lift", controller="impedance")
+    ref_targets, ref_torques = _spy(ref)
+    commander = PoseCommander(bus, SIM)
+    thread = _start(node)
+    try:
+        bus.publisher(SIM.reset, m.Float64MultiArray).publish(m.Float64MultiArray(data=[4.0]))
+        ref.reset(seed=4)
+        assert done.acquire(timeout=10)
+        actions = np.random.default_rng(2).uniform(-1, 1, (25, 7))
+        actions[[7, 8]] = np.nan  # held by both
+        for a in actions:
+            s = node.env.state
+            commander.apply(a, s.ee_pos, mat_to_quat(s.ee_rot))
+            ref.step(a)
+            assert done.acquire(timeout=10)
+            np.testing.assert_array_equal(node.env.gripper_command(), ref.gripper_command())
+        assert len(node_targets) == len(ref_targets) == len(actions)
+        np.testing.assert_allclose(node_targets, ref_targets, rtol=0, atol=1e-9)
+        assert len(node_torques) == len(ref_torques) == len(actions) * ref.n_substeps
+        np.testing.assert_allclose(node_torques, ref_torques, rtol=0, atol=1e-9)
+    finally:
+        node.close()
+        thread.join(timeout=5)

@@ -11,8 +11,8 @@ import sim
 from hardware.devices import ScriptedDevice, TeleopCommand
 from hardware.ros2.config import ConfigError, TeleopNodeConfig
 from hardware.ros2.observation import state_messages
-from hardware.ros2.teleop_node import TeleopNode
 from hardware.ros2.topics import SIM, parse_action_tag
+from robotrl.nodes.teleop_node import TeleopNode
 
 
 def test_commands_become_twist_action_and_flag():

@@ -8,9 +8,9 @@
   gets the newest stamp seen so far + 1 ns, so it sorts right after the state it answered).
 - :func:`replay_bag` publishes a bag's messages onto a transport at the bag's timing (scaled
   by ``rate``), each topic with the message class of its recorded type.
-- :func:`bag_topics` maps a topic profile to the importer's
-  :class:`~robotrl.datasets.rosbag_import.BagTopics` so ``robotrl dataset import --from rosbag``
-  reads what we record.
+
+:func:`robotrl.datasets.rosbag_import.bag_topics` maps a topic profile to the importer's topics,
+so ``robotrl dataset import --from rosbag`` reads what is recorded here.
 """
 
 from __future__ import annotations
@@ -238,25 +238,6 @@ def profile_topics(
     out[profile.episode] = m.Float64MultiArray
     out[profile.reset] = m.Float64MultiArray
     return out
-
-
-def bag_topics(profile: TopicProfile, cameras: Mapping[str, str] | None = None) -> Any:
-    """The importer's topic mapping for bags recorded with ``profile``. The importer reads
-    the gripper from ``joint_states``: profiles with a separate gripper topic import without
-    the finger opening (0)."""
-    from robotrl.datasets.rosbag_import import BagTopics
-
-    return BagTopics(
-        joint_states=profile.joint_states,
-        arm_joints=tuple(profile.arm_joints),
-        gripper_joints=tuple(profile.gripper_joints),
-        ee_pose=profile.ee_pose,
-        wrench=profile.wrench,
-        ee_twist=profile.ee_twist,
-        cameras=dict(cameras or {}),
-        action=profile.action,
-        intervention=profile.intervention,
-    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

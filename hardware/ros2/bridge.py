@@ -2,9 +2,9 @@
 
 Subscribes the ``action`` topic (Float64MultiArray, the (7,) normalised action a policy or a
 teleop node publishes) and applies every action as it arrives through a
-:class:`~hardware.ros2.commander.Commander` (measured TCP pose + scaled delta -> safety filter,
-always last -> ``equilibrium_pose`` and ``gripper_command``). A
-:class:`~hardware.ros2.commander.StateWatchdog` watches the robot's state topics: state older
+:class:`~hardware.ros2.pose_commander.PoseCommander` (measured TCP pose + scaled delta ->
+safety filter, always last -> ``equilibrium_pose`` and ``gripper_command``). A
+:class:`~hardware.ros2.pose_commander.StateWatchdog` watches the robot's state topics: state older
 than ``state_timeout_s`` -> hold (the last safe target is re-sent, actions are refused) and the
 reason is logged and published on ``/robotrl/bridge/status``; fresh state again -> resume from
 the measured pose. A ``reset`` message re-synchronises the filter (the arm moves to its reset
@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 
 from hardware.ros2 import messages as m
-from hardware.ros2.commander import Commander, StateWatchdog
 from hardware.ros2.config import BridgeConfig, ConfigError
 from hardware.ros2.observation import StateCache
+from hardware.ros2.pose_commander import PoseCommander, StateWatchdog
 from hardware.ros2.robot_env import LOCKSTEP_TIMEOUT_S
 from hardware.ros2.transport import SENSOR_QOS, Transport
 
@@ -70,7 +70,7 @@ class BridgeNode:
         self.stats = BridgeStats()
         self.cache = StateCache(self.profile)
         self._subs = self.cache.subscribe(transport, SENSOR_QOS)
-        self.commander = Commander(
+        self.commander = PoseCommander(
             transport,
             self.profile,
             max_dpos=cfg.max_dpos,

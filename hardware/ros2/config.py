@@ -13,6 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from controllers.commander import (
+    DEFAULT_MAX_DPOS,
+    DEFAULT_MAX_DROT,
+    DEFAULT_WORKSPACE_HIGH,
+    DEFAULT_WORKSPACE_LOW,
+)
 from hardware.ros2.node_params import NodeConfig
 from hardware.ros2.topics import (
     CAMERA_HZ,
@@ -102,10 +108,10 @@ class BridgeConfig(NodeConfig):
     state_timeout_s: float = STATE_TIMEOUT_S
     command: str = "equilibrium_pose"
     torque_hz: float = 1000.0
-    max_dpos: float = 0.02
-    max_drot: float = 0.1
-    workspace_low: tuple[float, ...] = (0.2, -0.45, 0.015)
-    workspace_high: tuple[float, ...] = (0.8, 0.45, 0.7)
+    max_dpos: float = DEFAULT_MAX_DPOS
+    max_drot: float = DEFAULT_MAX_DROT
+    workspace_low: tuple[float, ...] = DEFAULT_WORKSPACE_LOW
+    workspace_high: tuple[float, ...] = DEFAULT_WORKSPACE_HIGH
     stiffness: tuple[float, ...] = ()
     max_episode_steps: int = 200
     lockstep: bool = False
@@ -205,8 +211,8 @@ class TeleopNodeConfig(NodeConfig):
     device: str = "spacemouse"
     device_kwargs: dict[str, Any] = field(default_factory=dict)
     rate_hz: float = CONTROL_HZ
-    max_dpos: float = 0.02
-    max_drot: float = 0.1
+    max_dpos: float = DEFAULT_MAX_DPOS
+    max_drot: float = DEFAULT_MAX_DROT
     task: str = "lift"
     expert_noise: float = 0.0
     seed: int = 0
@@ -303,8 +309,8 @@ class SimRobotConfig(NodeConfig):
     image_size: tuple[int, ...] = (96, 96)
     seed: int = 0
     lockstep: bool = False
-    max_dpos: float = 0.02
-    max_drot: float = 0.1
+    max_dpos: float = DEFAULT_MAX_DPOS
+    max_drot: float = DEFAULT_MAX_DROT
     lockstep_on: str = "action"
 
     def validate(self) -> None:

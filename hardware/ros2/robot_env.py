@@ -7,13 +7,13 @@ normalised (7,) delta-TCP + gripper actions.
 
 Per ``step(a)`` (paced to ``control_hz`` by the wall clock):
 
-1. if the :class:`~hardware.ros2.commander.StateWatchdog` holds (state older than
+1. if the :class:`~hardware.ros2.pose_commander.StateWatchdog` holds (state older than
    ``state_timeout_s``), the action is refused: nothing is sent, ``info["hold"]`` is True and
    ``info["hold_reason"]`` says why;
 2. otherwise the action goes out: ``command="equilibrium_pose"`` passes it through the
-   :class:`~hardware.ros2.commander.Commander` (safety filter last) here; ``command="action"``
-   publishes it on the ``action`` topic for a ``robotrl-bridge`` process, whose commander and
-   watchdog then apply it (the bridge's filter is the last stage);
+   :class:`~hardware.ros2.pose_commander.PoseCommander` (safety filter last) here;
+   ``command="action"`` publishes it on the ``action`` topic for a ``robotrl-bridge`` process,
+   whose commander and watchdog then apply it (the bridge's filter is the last stage);
 3. the env sleeps to the end of the control period and returns the newest state.
 
 ``reset(seed)`` publishes ``reset [seed]`` (a sim robot resets with that seed; on a real arm the
@@ -33,9 +33,15 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from controllers.commander import (
+    DEFAULT_MAX_DPOS,
+    DEFAULT_MAX_DROT,
+    DEFAULT_WORKSPACE_HIGH,
+    DEFAULT_WORKSPACE_LOW,
+)
 from hardware.ros2 import messages as m
-from hardware.ros2.commander import Commander, StateWatchdog
 from hardware.ros2.observation import ARM_KEYS, StateCache
+from hardware.ros2.pose_commander import PoseCommander, StateWatchdog
 from hardware.ros2.topics import EPISODE_FIELDS, TopicProfile
 from hardware.ros2.transport import SENSOR_QOS, Transport
 
@@ -89,10 +95,10 @@ class RosRobotEnv(gym.Env):
         *,
         control_hz: float = 20.0,
         command: str = "equilibrium_pose",
-        max_dpos: float = 0.02,
-        max_drot: float = 0.1,
-        workspace_low: Sequence[float] = (0.2, -0.45, 0.015),
-        workspace_high: Sequence[float] = (0.8, 0.45, 0.7),
+        max_dpos: float = DEFAULT_MAX_DPOS,
+        max_drot: float = DEFAULT_MAX_DROT,
+        workspace_low: Sequence[float] = DEFAULT_WORKSPACE_LOW,
+        workspace_high: Sequence[float] = DEFAULT_WORKSPACE_HIGH,
         stiffness: Sequence[float] | None = None,
         state_timeout_s: float = 0.05,
         max_episode_steps: int = 200,
@@ -121,10 +127,10 @@ class RosRobotEnv(gym.Env):
         self.task_sizes = dict(task_sizes or {})
         self.cache = StateCache(profile, task_state=bool(self.task_sizes), cameras=cameras)
         self._subs = self.cache.subscribe(transport, SENSOR_QOS)
-        self.commander: Commander | None = None
+        self.commander: PoseCommander | None = None
         self._action_pub: Any = None
         if command == "equilibrium_pose":
-            self.commander = Commander(
+            self.commander = PoseCommander(
                 transport,
                 profile,
                 max_dpos=max_dpos,
@@ -360,11 +366,4 @@ def _episode_stamp(ep: dict[str, float]) -> int:
     return int(ep.get("stamp_sec", -1)) * 1_000_000_000 + int(ep.get("stamp_nanosec", 0))
 
 
-def task_sizes(task: str) -> dict[str, int]:
-    """Task observation sizes of a sim task (``{"cube_pos": 3, ...}``), without building an env."""
-    from sim.registry import _task
-
-    return dict(_task(task).observation_sizes())
-
-
-__all__ = ["ARM_KEYS", "ARM_OBS_SIZES", "RobotEnvError", "RosRobotEnv", "task_sizes"]
+__all__ = ["ARM_KEYS", "ARM_OBS_SIZES", "RobotEnvError", "RosRobotEnv"]

@@ -3,8 +3,8 @@
 
 :class:`ResidualLearner` is a :class:`robotrl.distributed.Learner`: transitions arrive in batches
 (``on_transitions``), :meth:`~ResidualLearner.work` runs the updates they owe, ``state_dict``
-is the residual actor the actors act with. :func:`serve_learner` drives it with a
-:class:`~robotrl.distributed.LearnerServer` until told to stop.
+is the residual actor the actors act with.
+:func:`robotrl.distributed.learner_server.serve_learner` serves it until told to stop.
 
 Schedule (as in one process, counted in transitions received instead of env steps): nothing
 until ``warmup_steps`` transitions, then ``critic_warmup_updates`` critic-only updates, then
@@ -29,9 +29,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -223,83 +220,3 @@ class ResidualLearner:
         self.critic_warmup_done = int(learner["critic_warmup_done"])
         self.resumed = True
         return int(learner["version"])
-
-
-def serve_learner(
-    learner: ResidualLearner,
-    address: str,
-    *,
-    state_dir: str | os.PathLike[str],
-    meta: dict[str, Any] | None = None,
-    stop: threading.Event | None = None,
-    publish_every_updates: int = 100,
-    publish_every_s: float = 1.0,
-    checkpoint_every_s: float = 5.0,
-    heartbeat_interval: float = 0.2,
-    peer_timeout: float = 2.0,
-    on_ready: Callable[[dict[str, Any]], None] | None = None,
-    on_delivery: Callable[[Any], None] | None = None,
-) -> dict[str, Any]:
-    """Serve ``learner`` on ``address`` until ``stop`` is set; resumes from ``state_dir`` if it
-    holds a checkpoint. Returns the final counters.
-
-    ``on_ready`` gets ``{"address", "version", "resumed"}`` once bound; ``on_delivery`` sees
-    every batch after it was stored and before it is acknowledged (e.g. a delivery log).
-    """
-    from robotrl.distributed import LearnerServer
-
-    stop = stop or threading.Event()
-    version = learner.resume(state_dir) or 0
-    on_transitions = learner.on_transitions
-    if on_delivery is not None:
-
-        def delivered(batch: Any) -> None:
-            on_transitions(batch)
-            on_delivery(batch)
-
-        learner.on_transitions = delivered  # type: ignore[method-assign]
-    server = LearnerServer(
-        learner,
-        address,
-        publish_every_updates=publish_every_updates,
-        publish_every_s=publish_every_s,
-        heartbeat_interval=heartbeat_interval,
-        peer_timeout=peer_timeout,
-        initial_version=version,
-    )
-    meta = meta or {}
-    ckpt_at = time.monotonic()
-    try:
-        if on_ready is not None:
-            on_ready({"address": server.address, "version": version, "resumed": learner.resumed})
-        published = False
-        if learner.ready:
-            server.publish()  # a resumed learner's actors get its weights at once
-            published = True
-        while not stop.is_set():
-            server.deliver(timeout=0.0 if learner.has_work() else 0.05)
-            n = learner.work()
-            if not learner.ready:
-                continue
-            new = server.updated(n) if published else server.publish()
-            published = True
-            if new is not None and time.monotonic() - ckpt_at >= checkpoint_every_s:
-                learner.save(state_dir, server.version, meta)
-                ckpt_at = time.monotonic()
-        if learner.ready:
-            learner.save(state_dir, server.version, meta)
-        stats = server.stats()
-    finally:
-        server.close()
-    return {
-        "updates": learner.agent.updates,
-        "received": learner.received,
-        "session_received": learner.session_received,
-        "cut": learner.cut,
-        "version": stats.version,
-        "delivered": stats.delivered,
-        "duplicates": stats.duplicates,
-        "rejected": stats.rejected,
-        "busy": stats.busy,
-        **learner.last_logs,
-    }

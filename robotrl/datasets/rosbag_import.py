@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from hardware.ros2.topics import TopicProfile
 from robotrl.datasets.episode_store import EpisodeStore, EpisodeStoreError
 
 PANDA_ARM_JOINTS = tuple(f"fr3_joint{i}" for i in range(1, 8))
@@ -72,6 +73,23 @@ class BagTopics:
         dupes = sorted({t for t in named if named.count(t) > 1})
         if dupes:
             raise ValueError(f"topics mapped to more than one entry: {dupes}")
+
+
+def bag_topics(profile: TopicProfile, cameras: Mapping[str, str] | None = None) -> BagTopics:
+    """The topics of bags recorded with the ROS 2 topic ``profile`` (``hardware.ros2.bag``).
+    The importer reads the gripper from ``joint_states``: profiles with a separate gripper
+    topic import without the finger opening (0). ``cameras``: camera name -> image topic."""
+    return BagTopics(
+        joint_states=profile.joint_states,
+        arm_joints=tuple(profile.arm_joints),
+        gripper_joints=tuple(profile.gripper_joints),
+        ee_pose=profile.ee_pose,
+        wrench=profile.wrench,
+        ee_twist=profile.ee_twist,
+        cameras=dict(cameras or {}),
+        action=profile.action,
+        intervention=profile.intervention,
+    )
 
 
 def _image_rgb(msg: Any, msgtype: str) -> np.ndarray:

@@ -23,12 +23,13 @@ updates or ``publish_every_s`` seconds, whichever comes first.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import zmq
 
@@ -43,6 +44,9 @@ from robotrl.distributed.transitions import (
     encode_arrays,
     state_dict_arrays,
 )
+
+if TYPE_CHECKING:
+    from robotrl.algos.residual_learner import ResidualLearner
 
 log = logging.getLogger(__name__)
 
@@ -388,3 +392,81 @@ class LearnerServer:
             return
         if self._send(peer, P.WEIGHTS, w[1], v=w[0], t=w[2]):
             peer.sent_version, peer.sent_at = w[0], now
+
+
+def serve_learner(
+    learner: ResidualLearner,
+    address: str,
+    *,
+    state_dir: str | os.PathLike[str],
+    meta: dict[str, Any] | None = None,
+    stop: threading.Event | None = None,
+    publish_every_updates: int = 100,
+    publish_every_s: float = 1.0,
+    checkpoint_every_s: float = 5.0,
+    heartbeat_interval: float = 0.2,
+    peer_timeout: float = 2.0,
+    on_ready: Callable[[dict[str, Any]], None] | None = None,
+    on_delivery: Callable[[Any], None] | None = None,
+) -> dict[str, Any]:
+    """Serve ``learner`` on ``address`` until ``stop`` is set; resumes from ``state_dir`` if it
+    holds a checkpoint. Returns the final counters.
+
+    ``on_ready`` gets ``{"address", "version", "resumed"}`` once bound; ``on_delivery`` sees
+    every batch after it was stored and before it is acknowledged (e.g. a delivery log).
+    """
+    stop = stop or threading.Event()
+    version = learner.resume(state_dir) or 0
+    on_transitions = learner.on_transitions
+    if on_delivery is not None:
+
+        def delivered(batch: Any) -> None:
+            on_transitions(batch)
+            on_delivery(batch)
+
+        learner.on_transitions = delivered  # type: ignore[method-assign]
+    server = LearnerServer(
+        learner,
+        address,
+        publish_every_updates=publish_every_updates,
+        publish_every_s=publish_every_s,
+        heartbeat_interval=heartbeat_interval,
+        peer_timeout=peer_timeout,
+        initial_version=version,
+    )
+    meta = meta or {}
+    ckpt_at = time.monotonic()
+    try:
+        if on_ready is not None:
+            on_ready({"address": server.address, "version": version, "resumed": learner.resumed})
+        published = False
+        if learner.ready:
+            server.publish()  # a resumed learner's actors get its weights at once
+            published = True
+        while not stop.is_set():
+            server.deliver(timeout=0.0 if learner.has_work() else 0.05)
+            n = learner.work()
+            if not learner.ready:
+                continue
+            new = server.updated(n) if published else server.publish()
+            published = True
+            if new is not None and time.monotonic() - ckpt_at >= checkpoint_every_s:
+                learner.save(state_dir, server.version, meta)
+                ckpt_at = time.monotonic()
+        if learner.ready:
+            learner.save(state_dir, server.version, meta)
+        stats = server.stats()
+    finally:
+        server.close()
+    return {
+        "updates": learner.agent.updates,
+        "received": learner.received,
+        "session_received": learner.session_received,
+        "cut": learner.cut,
+        "version": stats.version,
+        "delivered": stats.delivered,
+        "duplicates": stats.duplicates,
+        "rejected": stats.rejected,
+        "busy": stats.busy,
+        **learner.last_logs,
+    }

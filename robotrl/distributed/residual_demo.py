@@ -38,10 +38,11 @@ import torch
 
 from robotrl.algos.residual import ResidualAgent, ResidualConfig, StateFeaturizer
 from robotrl.algos.residual_actor import run_actor
-from robotrl.algos.residual_learner import ResidualLearner, serve_learner
+from robotrl.algos.residual_learner import ResidualLearner
 from robotrl.algos.residual_rollout import ResidualRollout
 from robotrl.algos.residual_split import RoleProcess
 from robotrl.algos.residual_training import TrainConfig, evaluate_residual
+from robotrl.distributed.learner_server import serve_learner
 from sim.toy import RESIDUAL_SETTINGS, STATE_STATS, BiasedPointBase, PointGoal
 
 EXECUTE_HORIZON = 1

@@ -34,10 +34,17 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 
+from controllers.commander import (
+    DEFAULT_MAX_DPOS,
+    DEFAULT_MAX_DROT,
+    DEFAULT_WORKSPACE_HIGH,
+    DEFAULT_WORKSPACE_LOW,
+)
 from hardware.ros2.node_params import NodeConfig
-from hardware.ros2.robot_env import RosRobotEnv, task_sizes
+from hardware.ros2.robot_env import RosRobotEnv
 from hardware.ros2.topics import CONTROL_HZ, STATE_TIMEOUT_S, ConfigError
 from hardware.ros2.transport import Transport
+from sim.registry import task_observation_sizes as task_sizes
 
 
 @dataclass
@@ -65,10 +72,10 @@ class RobotEnvConfig(NodeConfig):
     control_hz: float = CONTROL_HZ
     state_timeout_s: float = STATE_TIMEOUT_S
     via_bridge: bool = False
-    max_dpos: float = 0.02
-    max_drot: float = 0.1
-    workspace_low: tuple[float, ...] = (0.2, -0.45, 0.015)
-    workspace_high: tuple[float, ...] = (0.8, 0.45, 0.7)
+    max_dpos: float = DEFAULT_MAX_DPOS
+    max_drot: float = DEFAULT_MAX_DROT
+    workspace_low: tuple[float, ...] = DEFAULT_WORKSPACE_LOW
+    workspace_high: tuple[float, ...] = DEFAULT_WORKSPACE_HIGH
     stiffness: tuple[float, ...] = ()
     max_episode_steps: int = 0
     task_state: bool = True

@@ -1,11 +1,10 @@
 """Safety-filtered robot commands and the stale-state watchdog of the bridge (no torch).
 
-:class:`Commander` turns a normalised action (7,) into what a Cartesian impedance robot takes,
-with the same semantics as ``sim/env.py``: the TCP target is the *measured* TCP pose plus
-``a[:3] * max_dpos`` [m] and ``a[3:6] * max_drot`` [rad] (rotation vector, base frame), passed
-through :class:`controllers.safety_filter.SafetyFilter` (workspace box, step limit, NaN ->
-hold) as the last stage, then published as ``equilibrium_pose`` (PoseStamped); ``a[6]`` (-1
-open, +1 closed) becomes ``gripper_command`` ``[width m]`` = ``(1 - a[6]) * FINGER_TRAVEL``.
+:class:`PoseCommander` turns a normalised action (7,) into what a Cartesian impedance robot
+takes through :class:`controllers.commander.Commander`, the action-to-target conversion every sim
+backend uses (measured TCP pose + scaled delta, safety filter last, NaN -> hold), and publishes
+the target as ``equilibrium_pose`` (PoseStamped); ``a[6]`` (-1 open, +1 closed) becomes
+``gripper_command`` ``[width m]`` = ``(1 - a[6]) * FINGER_TRAVEL``.
 
 :class:`StateWatchdog` polls a :class:`hardware.ros2.observation.StateCache`: when any state
 topic's newest sample is older than the bound (or never arrived) it holds: the commander
@@ -27,8 +26,14 @@ from typing import Any
 import numpy as np
 
 from controllers import panda
-from controllers.rotations import mat_to_quat, quat_to_mat, rotvec_to_mat
-from controllers.safety_filter import SafetyFilter
+from controllers.commander import (
+    DEFAULT_MAX_DPOS,
+    DEFAULT_MAX_DROT,
+    DEFAULT_WORKSPACE_HIGH,
+    DEFAULT_WORKSPACE_LOW,
+    Commander,
+)
+from controllers.rotations import mat_to_quat, quat_to_mat
 from hardware.ros2 import messages as m
 from hardware.ros2.observation import StateCache
 from hardware.ros2.topics import TopicProfile
@@ -40,7 +45,7 @@ STATUS_TOPIC = "/robotrl/bridge/status"
 """std_msgs/String: ``ok`` or ``hold: <reason>`` whenever the watchdog changes state."""
 
 
-class Commander:
+class PoseCommander:
     """Normalised actions -> safety-filtered equilibrium pose + gripper width on the robot.
 
     Args:
@@ -58,25 +63,18 @@ class Commander:
         transport: Transport,
         profile: TopicProfile,
         *,
-        max_dpos: float = 0.02,
-        max_drot: float = 0.1,
-        workspace_low: np.ndarray | tuple[float, ...] = (0.2, -0.45, 0.015),
-        workspace_high: np.ndarray | tuple[float, ...] = (0.8, 0.45, 0.7),
+        max_dpos: float = DEFAULT_MAX_DPOS,
+        max_drot: float = DEFAULT_MAX_DROT,
+        workspace_low: np.ndarray | tuple[float, ...] = DEFAULT_WORKSPACE_LOW,
+        workspace_high: np.ndarray | tuple[float, ...] = DEFAULT_WORKSPACE_HIGH,
         stiffness: np.ndarray | tuple[float, ...] | None = None,
     ) -> None:
         if not profile.equilibrium_pose:
             raise ValueError(f"profile {profile.name!r} has no equilibrium_pose topic")
-        if not (max_dpos > 0 and max_drot > 0):
-            raise ValueError(f"expected max_dpos, max_drot > 0, got {max_dpos}, {max_drot}")
         self.profile = profile
-        self.max_dpos, self.max_drot = float(max_dpos), float(max_drot)
-        # the same step bounds as sim/env.py, so sim and robot clip alike
-        self.safety = SafetyFilter(
-            workspace_low=np.asarray(workspace_low, dtype=float),
-            workspace_high=np.asarray(workspace_high, dtype=float),
-            max_pos_step=2.5 * self.max_dpos,
-            max_rot_step=2.5 * self.max_drot,
-        )
+        self.commander = Commander(max_dpos, max_drot, workspace_low, workspace_high)
+        self.safety = self.commander.safety
+        self.max_dpos, self.max_drot = self.commander.max_dpos, self.commander.max_drot
         self._pose = transport.publisher(profile.equilibrium_pose, m.PoseStamped)
         self._gripper = (
             transport.publisher(profile.gripper_command, m.Float64MultiArray)
@@ -105,30 +103,20 @@ class Commander:
     def apply(self, action: np.ndarray, ee_pos: np.ndarray, ee_quat: np.ndarray) -> dict[str, bool]:
         """Publish the filtered command of ``action`` (7,) at the measured TCP pose
         (``ee_pos`` (3,) [m], ``ee_quat`` (w, x, y, z), base frame); returns the filter flags."""
-        a = np.asarray(action, dtype=float).reshape(-1)
-        if a.shape != (7,):
-            raise ValueError(f"action must have shape (7,), got {np.shape(action)}")
-        cur_rot = quat_to_mat(np.asarray(ee_quat, dtype=float))
         cur_pos = np.asarray(ee_pos, dtype=float)
+        cur_rot = quat_to_mat(np.asarray(ee_quat, dtype=float))
         if self._needs_sync:
-            self.safety.reset(cur_pos, cur_rot)
+            self.commander.reset(cur_pos, cur_rot, self.commander.gripper)
             self._needs_sync = False
-        finite = bool(np.isfinite(a).all())
-        if finite:
-            a = np.clip(a, -1.0, 1.0)
-            pos = cur_pos + a[:3] * self.max_dpos
-            rot = rotvec_to_mat(a[3:6] * self.max_drot) @ cur_rot
-        else:  # the filter rejects NaN and holds the last safe target
-            pos, rot = a[:3], np.full((3, 3), np.nan)
-        pos, rot = self.safety.filter_target(pos, rot, cur_pos, cur_rot)  # always last
-        self.target = (pos, rot)
+        target = self.commander.command(action, cur_pos, cur_rot)
+        self.target = (target.pos, target.rot)
         # gripper first: a lockstep sim robot steps on the pose and must have the width by then
-        if finite and self._gripper is not None:
-            self.width = float((1.0 - a[6]) * panda.FINGER_TRAVEL)
+        if np.isfinite(action).all() and self._gripper is not None:
+            self.width = float((1.0 - target.gripper) * panda.FINGER_TRAVEL)
             self._gripper.publish(m.Float64MultiArray(data=[self.width]))
-        self._publish_pose(pos, rot)
+        self._publish_pose(target.pos, target.rot)
         self.commands += 1
-        return dict(self.safety.last_flags)
+        return dict(target.flags)
 
     def hold(self) -> None:
         """Re-publish the last safe target (the robot keeps it; nothing new is accepted)."""

@@ -26,8 +26,9 @@ from typing import Any
 import numpy as np
 
 from hardware.ros2.config import PolicyNodeConfig
-from hardware.ros2.robot_env import RosRobotEnv, task_sizes
+from hardware.ros2.robot_env import RosRobotEnv
 from hardware.ros2.transport import Transport
+from sim.registry import task_observation_sizes as task_sizes
 
 log = logging.getLogger(__name__)
 

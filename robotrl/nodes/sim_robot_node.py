@@ -37,7 +37,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import mujoco
 import numpy as np
 
 from controllers.rotations import quat_to_mat
@@ -229,10 +228,10 @@ class SimRobotNode:
         with self._lock:
             width, stiffness, self._stiffness = self._width, self._stiffness, None
         if target is not None:
-            env.controller.set_target(*target)
+            env.track(*target)
             self.stats.commands += 1
         if width is not None:
-            env.data.ctrl[env._gripper_act] = 0.5 * width
+            env.set_gripper_width(width)
         if stiffness is not None:
             env.controller.set_stiffness(stiffness)
         self._advance(env.n_substeps)
@@ -243,17 +242,11 @@ class SimRobotNode:
             reward = float(env.task.dense_reward(env.data, env.state.ee_pos))
         term = bool(success and env.terminate_on_success)
         trunc = self._step + 1 >= env.max_episode_steps
-        return env._observe(), reward, success, term, trunc
+        return env.observe(), reward, success, term, trunc
 
     def _advance(self, ticks: int) -> None:
-        env = self.env
-        if env.controller_name == "native":
-            mujoco.mj_step(env.model, env.data, nstep=ticks)
-        else:
-            self._numpy_ticks(ticks)
+        self.env.advance(ticks)
         self.stats.physics_ticks += ticks
-        mujoco.mj_forward(env.model, env.data)
-        env._read_state()
 
     def _run_realtime(self, duration_s: float | None) -> None:
         env, cfg = self.env, self.cfg
@@ -267,7 +260,7 @@ class SimRobotNode:
         next_control = t_phys + control_period  # step 1 a full period after the reset
         end = None if duration_s is None else t_phys + duration_s
         hold = (env.state.ee_pos.copy(), env.state.ee_rot.copy())
-        env.controller.set_target(*hold)
+        env.track(*hold)
         while not self._stop.is_set():
             now = time.monotonic()
             if end is not None and now > end:
@@ -280,7 +273,7 @@ class SimRobotNode:
                             self._target, self._width = None, None
                         self._reset(int(msg.data[0]), time.time_ns())
                         hold = (env.state.ee_pos.copy(), env.state.ee_rot.copy())
-                        env.controller.set_target(*hold)
+                        env.track(*hold)
                         t_phys = next_state = time.monotonic()
                         next_control = t_phys + control_period
             except queue.Empty:
@@ -289,9 +282,9 @@ class SimRobotNode:
                 target, width, stiffness = self._target, self._width, self._stiffness
                 self._stiffness = None
             if target is not None:
-                env.controller.set_target(*target)
+                env.track(*target)
             if width is not None:
-                env.data.ctrl[env._gripper_act] = 0.5 * width  # each finger travels half
+                env.set_gripper_width(width)
             if stiffness is not None:
                 env.controller.set_stiffness(stiffness)
             ticks = int((now - t_phys) / dt)
@@ -306,7 +299,7 @@ class SimRobotNode:
                 t_phys += ticks * dt
             if now >= next_state:
                 next_state = max(next_state + state_period, now)
-                self._publish_state(env._observe(), time.time_ns())
+                self._publish_state(env.observe(), time.time_ns())
             if now >= next_control:
                 next_control = max(next_control + control_period, now)
                 self._step += 1
@@ -316,16 +309,6 @@ class SimRobotNode:
                 self._publish_episode(time.time_ns(), reward, success, success, trunc)
             wake = min(next_state, next_control, t_phys + dt)
             time.sleep(max(0.0, wake - time.monotonic()))
-
-    def _numpy_ticks(self, ticks: int) -> None:
-        """Physics ticks with the numpy controller and the torque stage of the safety filter."""
-        env = self.env
-        for _ in range(ticks):
-            mujoco.mj_step1(env.model, env.data)
-            s = env._read_state()
-            tau = env.safety.filter_torque(env.controller.compute(s), s.q, s.dq)
-            env.data.ctrl[env._torque_act] = tau
-            mujoco.mj_step2(env.model, env.data)
 
     def close(self) -> None:
         self.stop()
