@@ -13,7 +13,7 @@ from policies.distillation import DistillConfig, distill, match_error
 from robotrl.benchmarks.policy_latency import chunk_latency
 from robotrl.chunk_runner import policy_keys
 from robotrl.datasets import SequenceDataset, make_dataloader, split_episodes
-from robotrl.datasets.integrity import open_intact
+from robotrl.datasets.episode_store import open_intact
 from robotrl.metrics import MetricsLogger
 from robotrl.policy_env import env_kwargs, rollout_policy
 from robotrl.run import make_run_dir, save_config

@@ -15,7 +15,7 @@ from robotrl.algos.dsrl import DSRLConfig, SteeredPolicy, save_dsrl
 from robotrl.algos.dsrl_training import DSRLTrainConfig, train_dsrl
 from robotrl.algos.residual import StateFeaturizer, feature_stats
 from robotrl.algos.residual_training import check_budget
-from robotrl.datasets.integrity import open_intact
+from robotrl.datasets.episode_store import open_intact
 from robotrl.metrics import MetricsLogger, final_evaluation, log_episodes, worse_than_base
 from robotrl.policy_env import env_kwargs, record_videos, safety_env_kwargs, with_backend
 from robotrl.run import make_run_dir, save_config

@@ -19,7 +19,7 @@ from robotrl.datasets import (
     make_dataloader,
     split_episodes,
 )
-from robotrl.datasets.integrity import open_intact
+from robotrl.datasets.episode_store import open_intact
 from robotrl.metrics import MetricsLogger, final_evaluation
 from robotrl.policy_env import env_kwargs, record_videos, rollout_policy
 from robotrl.run import make_run_dir, save_config

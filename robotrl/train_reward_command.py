@@ -32,7 +32,7 @@ from robotrl.algos.reward_training import (
     train_reward_classifier,
 )
 from robotrl.datasets import EpisodeStore
-from robotrl.datasets.integrity import open_intact
+from robotrl.datasets.episode_store import open_intact
 from robotrl.metrics import MetricsLogger
 from robotrl.run import make_run_dir, save_config
 

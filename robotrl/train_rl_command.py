@@ -19,7 +19,7 @@ from robotrl.algos.residual_training import (
     demo_buffer,
     train_residual,
 )
-from robotrl.datasets.integrity import open_intact
+from robotrl.datasets.episode_store import open_intact
 from robotrl.metrics import MetricsLogger, final_evaluation, log_episodes, worse_than_base
 from robotrl.policy_env import (
     check_one_robot,

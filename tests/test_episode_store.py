@@ -1,7 +1,10 @@
-"""EpisodeStore: round trips, metadata, diffusion_policy-style reading, crash safety."""
+"""EpisodeStore: round trips, metadata, diffusion_policy-style reading, crash safety, the commit
+protocol under disk-full and Ctrl-C, verify / repair of dangling rows and foreign stores."""
 
 from __future__ import annotations
 
+import errno
+import json
 import os
 import signal
 import subprocess
@@ -14,8 +17,9 @@ import numpy as np
 import pytest
 import zarr
 
-from robotrl.datasets import EpisodeStore, EpisodeStoreError, verify
+from robotrl.datasets import EpisodeStore, EpisodeStoreError, repair, verify
 from robotrl.datasets import episode_store as es_mod
+from robotrl.datasets.durable_store import DurableLocalStore
 
 FPS = 20.0
 
@@ -210,3 +214,134 @@ def _record_forever(path: str) -> None:
 
 if __name__ == "__main__":
     _record_forever(sys.argv[1])
+
+
+# ---- the commit protocol
+
+
+def _fail_nth_set(monkeypatch: pytest.MonkeyPatch, n: int, exc: BaseException) -> None:
+    calls = {"n": 0}
+    original = DurableLocalStore._set
+
+    async def failing(self, key, value, exclusive=False):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if calls["n"] == n:
+            raise exc
+        await original(self, key, value, exclusive=exclusive)
+
+    monkeypatch.setattr(DurableLocalStore, "_set", failing)
+
+
+@pytest.mark.parametrize("nth", [1, 7, 25])
+def test_disk_full_during_commit_keeps_earlier_episodes(
+    store: EpisodeStore, monkeypatch: pytest.MonkeyPatch, nth: int
+) -> None:
+    for e in range(2):
+        record(store, e)
+    ep = make_episode(2)
+    w = store.begin_episode(operator=ep["operator"], task="lift", language="lang 2")
+    for t in range(len(ep["action"])):
+        obs = {k: v[t] for k, v in ep["obs"].items()}
+        w.add(obs, ep["action"][t], {"intervention": bool(ep["intervention"][t])},
+              reward=ep["reward"][t], timestamp=t / FPS)  # fmt: skip
+    _fail_nth_set(monkeypatch, nth, OSError(errno.ENOSPC, "No space left on device"))
+    with pytest.raises(EpisodeStoreError, match="No space left"):
+        w.commit(success=ep["success"], terminated=False, final_obs=ep["final"])
+    assert store.num_episodes == 2
+    monkeypatch.undo()
+    report = verify(store.path)
+    assert report["ok"], report
+    for e in range(2):
+        assert_episode_equal(store, e)
+    # the buffer survives a failed commit: free space and retry
+    assert w.commit(success=ep["success"], terminated=False, final_obs=ep["final"]) == 2
+    assert_episode_equal(store, 2)
+    assert verify(store.path)["clean"]
+
+
+def test_ctrl_c_during_commit(store: EpisodeStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    record(store, 0)
+
+    def interrupt(self):  # type: ignore[no-untyped-def]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(DurableLocalStore, "sync", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        record(store, 1)
+    monkeypatch.undo()
+    assert store.num_episodes == 1
+    store.close()
+    with EpisodeStore.open(store.path, mode="a") as s:
+        assert s.num_episodes == 1
+        assert_episode_equal(s, 0)
+        record(s, 1)
+    assert verify(store.path)["clean"]
+
+
+# ---- verify and repair
+
+
+def test_crash_before_commit_point_is_repaired(
+    store: EpisodeStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every array written, the commit record not: as if killed just before publishing."""
+    record(store, 0)
+
+    def die(*a):  # type: ignore[no-untyped-def]
+        raise SystemExit("killed")
+
+    monkeypatch.setattr("robotrl.datasets.episode_store.write_root_attrs", die)
+    monkeypatch.setattr("robotrl.datasets.episode_store.truncate_to_commit", lambda s: [])
+    (store.path / "data" / "action" / "c.9.0.abc.partial").write_bytes(b"junk")
+    with pytest.raises(SystemExit):
+        record(store, 1)
+    monkeypatch.undo()
+    store.close()
+    report = verify(store.path)
+    assert report["ok"] and not report["clean"]
+    assert any("beyond the commit record" in w for w in report["warnings"])
+    with EpisodeStore.open(store.path, mode="r") as s:  # readers see only committed rows
+        assert s.num_episodes == 1 and len(s.get("action")) == len(make_episode(0)["action"])
+    fixed = repair(store.path)
+    assert fixed["actions"] and fixed["verify"]["clean"], fixed
+    with EpisodeStore.open(store.path, mode="a") as s:
+        assert_episode_equal(s, 0)
+        record(s, 1)
+        assert_episode_equal(s, 1)
+
+
+def test_foreign_and_corrupt_directories(tmp_path: Path) -> None:
+    with pytest.raises(EpisodeStoreError, match="no such directory"):
+        EpisodeStore.open(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(EpisodeStoreError, match=r"no zarr\.json"):
+        EpisodeStore.open(tmp_path / "empty")
+    zarr.create_group(str(tmp_path / "foreign"), zarr_format=3)
+    with pytest.raises(EpisodeStoreError, match="not a robotrl episode store"):
+        EpisodeStore.open(tmp_path / "foreign")
+    (tmp_path / "garbage").mkdir()
+    (tmp_path / "garbage" / "zarr.json").write_text("{not json")
+    with pytest.raises(EpisodeStoreError, match="not JSON"):
+        EpisodeStore.open(tmp_path / "garbage")
+    assert not verify(tmp_path / "foreign")["ok"]
+
+    s = EpisodeStore.create(tmp_path / "ds", fps=FPS, robot="panda")
+    record(s, 0)
+    s.close()
+    with pytest.raises(EpisodeStoreError, match="already exists"):
+        EpisodeStore.create(tmp_path / "ds", fps=FPS, robot="panda")
+    # damage committed data: a truncated chunk and a missing array
+    chunk = tmp_path / "ds" / "data" / "images.front" / "c.0.0.0.0"
+    chunk.write_bytes(chunk.read_bytes()[:10])
+    report = verify(tmp_path / "ds")
+    assert not report["ok"] and any("cannot be decoded" in e for e in report["errors"])
+    import shutil
+
+    shutil.rmtree(tmp_path / "ds" / "data" / "action")
+    with pytest.raises(EpisodeStoreError, match=r"data/action/zarr\.json is missing"):
+        EpisodeStore.open(tmp_path / "ds", mode="a")
+    doc = json.loads((tmp_path / "ds" / "zarr.json").read_text())
+    doc["attributes"]["schema_version"] = 99
+    (tmp_path / "ds" / "zarr.json").write_text(json.dumps(doc))
+    with pytest.raises(EpisodeStoreError, match="schema_version"):
+        EpisodeStore.open(tmp_path / "ds")

@@ -28,7 +28,7 @@ CHUNK_ROWS = 32  # small chunks so a store of a few reach episodes spans several
 def demos(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("integrity")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("robotrl.datasets.store_commit.STATE_CHUNK_ROWS", CHUNK_ROWS)
+        mp.setattr("robotrl.datasets.episode_store.STATE_CHUNK_ROWS", CHUNK_ROWS)
         return reach_demos(root, episodes=6)
 
 

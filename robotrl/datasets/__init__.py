@@ -1,6 +1,6 @@
 """Datasets: the crash-safe zarr episode store, BC sequence samplers and RL replay buffers."""
 
-from robotrl.datasets.episode_store import EpisodeStore, EpisodeStoreError
+from robotrl.datasets.episode_store import EpisodeStore, EpisodeStoreError, repair, verify
 from robotrl.datasets.episode_writer import EpisodeWriter
 from robotrl.datasets.replay_buffer import MixedReplay, ReplayBuffer
 from robotrl.datasets.sampler import (
@@ -9,7 +9,6 @@ from robotrl.datasets.sampler import (
     make_dataloader,
     split_episodes,
 )
-from robotrl.datasets.store_check import repair, verify
 
 __all__ = [
     "EpisodeStore",

@@ -2,8 +2,8 @@
 
 The on-disk layout (``data/<key>`` concatenated over episodes, ``meta/episode_ends``, the
 commit record in the root attributes) is described in :mod:`robotrl.datasets.store_layout`;
-recording is :mod:`robotrl.datasets.episode_writer`, checking and repair
-:mod:`robotrl.datasets.store_check`.
+recording an episode is :mod:`robotrl.datasets.episode_writer`; committing it, checking and
+repairing a store are here.
 
 Image codec (measured here on 200 MuJoCo-rendered 128x128 frames, front + wrist camera,
 one frame per chunk, one core)::
@@ -20,9 +20,24 @@ episodes verify byte for byte), decodes faster than JPEG, and needs no custom co
 v3 reader opens the images. JPEG would be 3.7x smaller; at 2 cameras x 20 Hz blosc costs
 ~1.1 MB/s of recording (4 GB per hour), which we accept.
 
-Crash safety: only the ``commit`` record in the root attributes says what exists; the commit
-protocol is :mod:`robotrl.datasets.store_commit`. One writer at a time (``flock`` on the root
-directory, released by the kernel when the process dies).
+Crash safety (the commit protocol, :func:`commit_episode`):
+
+Only the ``commit`` record in the root attributes says what exists. A commit appends rows to
+every data/meta array (zarr writes each chunk and ``zarr.json`` to a temporary file and renames
+it, so a chunk shared with committed rows is either the old or the new file, never torn),
+fsyncs every written file and directory, then atomically replaces the root ``zarr.json`` with
+the new record and fsyncs it (:mod:`robotrl.datasets.durable_store`). Rows beyond the record
+are invisible; a failed commit truncates them at once, and opening for append (or
+:func:`repair`) truncates what a killed process left.
+One writer at a time (``flock`` on the root directory, released by the kernel when the process
+dies).
+
+Check and repair (:func:`verify`, :func:`repair`):
+
+:func:`verify` never modifies the store and never raises for a bad store: it returns a report
+(``ok`` is False when committed data is damaged; ``clean`` is False when there is leftover
+garbage from an interrupted commit, which :func:`repair` removes). The commit record in the
+root attributes (N episodes, T steps) is the source of truth; rows beyond it are dangling.
 
 Integrity: every commit records a checksum of each array's rows of the episode
 (:mod:`robotrl.datasets.integrity`). Opening a store runs the quick structural check (missing
@@ -33,20 +48,38 @@ data also run the content check on the keys they read.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import zarr
+from tqdm.auto import tqdm
+from zarr.core.sync import sync as zarr_sync
 
 from robotrl.datasets.durable_store import DurableLocalStore, lock_writer, write_root_attrs
-from robotrl.datasets.integrity import ALGORITHM, DamagedStoreError, structure_damage
-from robotrl.datasets.store_commit import commit_episode
+from robotrl.datasets.episode_writer import EpisodeWriter
+from robotrl.datasets.integrity import (
+    ALGORITHM,
+    CHECKSUMS,
+    ChecksumItems,
+    Damage,
+    DamagedStoreError,
+    chain,
+    chain_of,
+    content_damage,
+    episode_checksums,
+    episode_digests,
+    intact_episodes,
+    merge_damage,
+    structure_damage,
+)
 from robotrl.datasets.store_layout import (
     ARRAY_CODEC,
     CHUNK_KEYS,
@@ -64,9 +97,6 @@ from robotrl.datasets.store_layout import (
     to_disk_name,
     to_key,
 )
-
-if TYPE_CHECKING:
-    from robotrl.datasets.episode_writer import EpisodeWriter
 
 __all__ = [  # the layout names are re-exported: callers import them from here
     "ARRAY_CODEC",
@@ -201,8 +231,6 @@ class EpisodeStore:
                 if damage:
                     raise DamagedStoreError(root, damage)
             if mode == "a":
-                from robotrl.datasets.store_check import repair_open_store
-
                 repair_open_store(store)
         except BaseException:
             if lock_fd is not None:
@@ -368,7 +396,6 @@ class EpisodeStore:
             raise EpisodeStoreError("store is open read-only; open with mode='a' to record")
         if self._writer is not None:
             raise EpisodeStoreError("an episode is already being recorded; commit or discard it")
-        from robotrl.datasets.episode_writer import EpisodeWriter
 
         self._writer = EpisodeWriter(
             self, operator=operator, task=task, language=language, extra=dict(extra or {})
@@ -385,7 +412,7 @@ class EpisodeStore:
         final_obs: dict[str, np.ndarray],
         meta: dict[str, Any],
     ) -> int:
-        """Append one episode; see :func:`~robotrl.datasets.store_commit.commit_episode`."""
+        """Append one episode; see :func:`commit_episode`."""
         return commit_episode(self, columns, final_obs, meta)
 
     # ---------------------------------------------------------------- internals
@@ -409,3 +436,410 @@ class EpisodeStore:
 
     def _meta_array(self, name: str) -> zarr.Array:
         return self._array(self._meta, name)
+
+
+# ---- the commit protocol ------------------------------------------------------------
+
+
+def commit_episode(
+    store: EpisodeStore,
+    columns: dict[str, np.ndarray],
+    final_obs: dict[str, np.ndarray],
+    meta: dict[str, Any],
+) -> int:
+    """Append one episode to ``store`` (open for appending) and publish it.
+
+    Args:
+        columns: disk_name -> (L, ...) rows, the same keys, shapes and dtypes in every episode.
+        final_obs: disk_name -> (...) observation after the last action.
+        meta: :data:`~robotrl.datasets.store_layout.META_FIELDS` values.
+
+    Returns the episode index. On any failure (ENOSPC, Ctrl-C, ...) the partial rows are
+    dropped, the committed episodes kept, and an :class:`EpisodeStoreError` raised (a
+    ``BaseException`` such as KeyboardInterrupt propagates as it is).
+    """
+    schema = {
+        name: {
+            "key": to_key(name),
+            "shape": list(rows.shape[1:]),
+            "dtype": rows.dtype.str,
+            "obs": name in final_obs,
+        }
+        for name, rows in columns.items()
+    }
+    if store._attrs["keys"] and schema != store._attrs["keys"]:
+        raise EpisodeStoreError(
+            f"episode keys/shapes/dtypes differ from the store's: got {schema}, "
+            f"expected {store._attrs['keys']}"
+        )
+    n0, t0 = store.num_episodes, store.num_steps
+    length = len(next(iter(columns.values())))
+    sealed = "checksums" in store._attrs
+    if sealed:
+        items = ChecksumItems.from_attrs(store._attrs) or ChecksumItems()
+        if not items.items:  # the first commit fixes what a checksum row covers
+            items = ChecksumItems.for_schema(schema)
+        stored_meta = {
+            field: np.asarray(value, dtype=_meta_dtype(field))
+            for field, value in (*meta.items(), ("episode_ends", t0 + length))
+        }
+        sums = episode_checksums(items, columns, final_obs, stored_meta)
+    try:
+        appends: list[tuple[zarr.Array, int, Any]] = []  # (array, first new row, rows)
+        for name, rows in columns.items():
+            arr = require_array(store, store._data, name, rows.shape[1:], rows.dtype, t0)
+            appends.append((arr, t0, rows))
+        for name, value in final_obs.items():
+            final_name = FINAL_PREFIX + name
+            arr = require_array(store, store._meta, final_name, value.shape, value.dtype, n0)
+            appends.append((arr, n0, np.asarray(value)[None]))
+        for field, value in (*meta.items(), ("episode_ends", t0 + length)):
+            values = np.empty(1, dtype=_meta_dtype(field))
+            values[0] = value
+            appends.append((store._meta_array(field), n0, values))
+        if sealed:
+            arr = require_array(store, store._meta, CHECKSUMS, sums.shape, sums.dtype, n0)
+            appends.append((arr, n0, sums[None]))
+        append_rows(appends)
+        if store.durable:
+            store._zstore.sync()
+        attrs = dict(store._attrs)
+        attrs["keys"] = schema
+        attrs["commit"] = {
+            "num_episodes": n0 + 1,
+            "num_steps": t0 + length,
+            "seq": int(store._attrs["commit"].get("seq", 0)) + 1,
+            "time": time.time(),
+        }
+        if sealed:
+            attrs["checksums"] = {**store._attrs["checksums"], **items.to_attrs()}
+            attrs["commit"]["chain"] = chain(store._attrs["commit"].get("chain", ""), sums)
+        write_root_attrs(store.path, attrs)  # the commit point
+        store._attrs = attrs
+    except BaseException as e:  # ENOSPC, Ctrl-C, ...: drop the partial rows, keep the rest
+        store._zstore.dirty.clear()
+        try:
+            truncate_to_commit(store)
+        except BaseException:
+            pass
+        if isinstance(e, Exception):
+            raise EpisodeStoreError(f"commit of episode {n0} failed: {e!r}") from e
+        raise
+    return n0
+
+
+def append_rows(appends: list[tuple[zarr.Array, int, Any]]) -> None:
+    """Grow each array to ``start + len(rows)`` rows and write ``rows`` there, all arrays at
+    once on zarr's event loop (one round trip instead of two per array)."""
+
+    async def grow_and_write(arr: zarr.Array, start: int, rows: Any) -> None:
+        inner = arr._async_array  # zarr's public API writes one array per round trip
+        await inner.resize((start + len(rows), *arr.shape[1:]))
+        await inner.setitem(slice(start, start + len(rows)), rows)
+
+    async def all_arrays() -> None:
+        await asyncio.gather(*(grow_and_write(*a) for a in appends))
+
+    zarr_sync(all_arrays())
+
+
+def require_array(
+    store: EpisodeStore,
+    group: zarr.Group,
+    name: str,
+    shape: tuple[int, ...],
+    dtype: np.dtype,
+    rows: int,
+) -> zarr.Array:
+    """The array ``name`` of ``group`` (``store``'s data/ or meta/), created if absent (first
+    episode); a leftover from an interrupted first commit with another shape is replaced.
+    ``rows``: committed rows of the group (a mismatch with committed rows raises)."""
+    cached = store._arrays.get(f"{group.path}/{name}")
+    if cached is not None and cached.shape[1:] == tuple(shape) and cached.dtype == dtype:
+        return cached  # known from an earlier commit: no metadata round trip
+    if name in group:
+        arr = store._array(group, name)
+        if arr.shape[1:] == tuple(shape) and arr.dtype == dtype:
+            return arr
+        if rows:
+            raise EpisodeStoreError(f"array {group.path}/{name} has an incompatible layout")
+        del group[name]
+    store._arrays.pop(f"{group.path}/{name}", None)
+    image = name.startswith("images.") or (
+        name.startswith(FINAL_PREFIX + "images.") and len(shape) == 3
+    )
+    chunk = 1 if image else STATE_CHUNK_ROWS if group is store._data else META_CHUNK_ROWS
+    create_array(group, name, tuple(shape), dtype, chunk, IMAGE_CODEC if image else None)
+    return store._array(group, name)
+
+
+def _meta_dtype(field: str) -> Any:
+    """The numpy dtype a metadata field is stored in (str fields as Python str)."""
+    if field == "episode_ends":
+        return np.int64
+    dtype = META_FIELDS[field]
+    return object if dtype is str else dtype
+
+
+# ---- check and repair ---------------------------------------------------------------
+
+
+def verify(
+    path: str | os.PathLike[str], *, check_chunks: bool = True, progress: bool = False
+) -> dict[str, Any]:
+    """Check a store: episode_ends monotonic and ending at T, every array as long as the commit
+    record needs with the recorded shape/dtype, every chunk file present, the checksum chain
+    intact, and (``check_chunks``) every committed chunk decoded and each episode's data
+    compared with its checksum.
+
+    Returns ``{"path", "ok", "clean", "num_episodes", "num_steps", "errors": [str],
+    "warnings": [str], "damage": [{"file", "problem", "episodes"}], "damaged_episodes": int}``.
+    ``progress`` shows a bar (bytes decoded) on stderr.
+    """
+    report: dict[str, Any] = {"path": str(path), "errors": [], "warnings": [], "damage": []}
+    errors, warnings = report["errors"], report["warnings"]
+    try:
+        store = EpisodeStore.open(path, mode="r", check=False)
+    except EpisodeStoreError as e:
+        errors.append(str(e))
+        return _finish(report, [])
+    n, t = store.num_episodes, store.num_steps
+    report.update(num_episodes=n, num_steps=t)
+    damage: list[Damage] = []
+    try:
+        damage = structure_damage(store)
+        if not any(d.file.endswith("zarr.json") for d in damage):  # else zarr cannot parse it
+            _check_layout(store, errors, warnings)
+        if check_chunks and not any(not d.episodes for d in damage):
+            with tqdm(
+                total=_committed_bytes(store),
+                desc="verify",
+                unit="B",
+                unit_scale=True,
+                disable=not progress,
+                file=sys.stderr,
+            ) as bar:
+                damage = merge_damage(damage, content_damage(store, progress=bar.update))
+        if "checksums" not in store.attrs:
+            warnings.append(
+                "written without checksums (schema_version 1): only decodability is checked; "
+                f"`robotrl dataset repair {path}` adds checksums of the data as it reads now"
+            )
+        for f in _partial_files(Path(path)):
+            warnings.append(f"leftover temporary file {f}")
+    except Exception as e:  # a damaged store must give a report, not a traceback
+        errors.append(f"unexpected error while checking: {e!r}")
+    finally:
+        store.close()
+    return _finish(report, damage)
+
+
+def repair(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Remove what an interrupted commit left behind (rows beyond the commit record, arrays not
+    in the schema, temporary files) and add checksums to a store written before they existed.
+    Committed episodes are never touched.
+
+    Damaged committed data cannot be recovered from the store itself: then nothing is changed
+    and the report lists every damaged file and episode under ``cannot_recover``. Returns
+    ``{"path", "actions": [str], "cannot_recover": [str], "verify": report}``.
+    """
+    before = verify(path)
+    if not before["ok"]:
+        return {
+            "path": str(path),
+            "actions": [],
+            "cannot_recover": before["errors"],
+            "damaged_episodes": before["damaged_episodes"],
+            "advice": (
+                "the damaged episodes' data is lost from this store (restore those files from "
+                "a backup, or train with exclude_damaged=true to use the intact episodes); "
+                "nothing was changed"
+            ),
+            "verify": before,
+        }
+    with EpisodeStore.open(path, mode="a") as store:
+        actions = list(store._repair_actions)
+        if "checksums" not in store.attrs:
+            actions.append(seal(store))
+    return {"path": str(path), "actions": actions, "cannot_recover": [], "verify": verify(path)}
+
+
+def seal(store: EpisodeStore) -> str:
+    """Add checksums to a store written before they existed (schema_version 1), computed from
+    the data as it reads now. Returns what was done."""
+    items = ChecksumItems.for_schema(store.attrs["keys"])
+    n = store.num_episodes
+    sums = np.zeros((n, len(items.items)), np.uint64)
+    ends = store.episode_ends.astype(np.int64)
+    starts = np.concatenate([[0], ends[:-1]])
+    for j, (group, name) in enumerate(items.items):
+        arr = store._array(store._data if group == "data" else store._meta, name)
+        if group == "data":
+            sums[:, j], bad = episode_digests(arr, store.num_steps, starts, ends)
+        else:
+            sums[:, j], bad = episode_digests(arr, n, np.arange(n), np.arange(1, n + 1))
+        if bad:  # verify decoded everything before repair seals: only a race gets here
+            raise EpisodeStoreError(f"{store.path}/{group}/{name} cannot be decoded; not sealed")
+
+    if n:
+        arr = require_array(store, store._meta, CHECKSUMS, sums.shape[1:], sums.dtype, 0)
+        arr.resize(sums.shape)
+        arr[:] = sums
+    store._zstore.sync()
+    attrs = dict(store.attrs)
+    attrs["schema_version"] = SCHEMA_VERSION
+    attrs["checksums"] = {**items.to_attrs(), "algorithm": ALGORITHM, "complete_chunks": False}
+    attrs["commit"] = {**attrs["commit"], "chain": chain_of(sums)}
+    write_root_attrs(store.path, attrs)
+    store._attrs = attrs
+    return f"added checksums of {n} episodes (as their data reads now)"
+
+
+def repair_open_store(store: EpisodeStore) -> None:
+    """Called by ``EpisodeStore.open(mode="a")``: repair, then refuse damaged stores."""
+    report = verify(store.path, check_chunks=False)
+    if not report["ok"]:
+        errors = report["errors"]
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise EpisodeStoreError(
+            f"{store.path}: committed data is damaged, refusing to append: {errors[0]}{more}; "
+            f"`robotrl dataset verify {store.path}` lists everything"
+        )
+    store._repair_actions = truncate_to_commit(store) if not report["clean"] else []
+
+
+def truncate_to_commit(store: EpisodeStore) -> list[str]:
+    """Shrink every array to the commit record, delete arrays outside the schema and
+    temporary files. Returns what was done."""
+    n, t = store.num_episodes, store.num_steps
+    actions: list[str] = []
+    for group_name, length in (("data", t), ("meta", n)):
+        group = store._data if group_name == "data" else store._meta
+        for name, arr in _arrays(store, group_name):
+            in_schema = (
+                name in store.attrs["keys"]
+                if group_name == "data"
+                else _in_meta_schema(store, name)
+            )
+            if not in_schema:
+                del group[name]
+                store._arrays.pop(f"{group.path}/{name}", None)
+                actions.append(f"deleted {group_name}/{name} (not in the schema)")
+            elif arr.shape[0] > length:
+                actions.append(f"truncated {group_name}/{name} from {arr.shape[0]} to {length}")
+                arr.resize((length, *arr.shape[1:]))
+    for f in _partial_files(store.path):
+        f.unlink(missing_ok=True)
+        actions.append(f"removed {f}")
+    store._zstore.sync()
+    return actions
+
+
+def _arrays(store: EpisodeStore, group_name: str) -> list[tuple[str, Any]]:
+    group = store._data if group_name == "data" else store._meta
+    return [(name, store._array(group, name)) for name in sorted(group.array_keys())]
+
+
+def _check_layout(store: EpisodeStore, errors: list[str], warnings: list[str]) -> None:
+    """Lengths, shapes and dtypes against the commit record and the schema."""
+    n, t = store.num_episodes, store.num_steps
+    ends = store._meta_array("episode_ends")
+    if ends.shape[0] < n:
+        errors.append(f"meta/episode_ends has {ends.shape[0]} entries, commit says {n}")
+    else:
+        e = ends[:n]
+        if n and (np.any(np.diff(e) <= 0) or e[0] <= 0):
+            errors.append("meta/episode_ends is not strictly increasing from > 0")
+        if (int(e[-1]) if n else 0) != t:
+            errors.append(f"meta/episode_ends ends at {e[-1] if n else 0}, commit says {t}")
+    for name, arr in _arrays(store, "meta"):
+        if not _in_meta_schema(store, name):
+            warnings.append(f"meta/{name} is not in the schema (dangling)")
+            continue
+        _check_length(f"meta/{name}", arr.shape[0], n, errors, warnings)
+    present = dict(_arrays(store, "data"))
+    for name, spec in store.attrs["keys"].items():
+        arr = present.pop(name, None)
+        if arr is None:
+            errors.append(f"data/{name} is missing")
+            continue
+        if list(arr.shape[1:]) != spec["shape"] or arr.dtype != np.dtype(spec["dtype"]):
+            errors.append(f"data/{name} has shape {arr.shape} {arr.dtype}, schema {spec}")
+            continue
+        _check_length(f"data/{name}", arr.shape[0], t, errors, warnings)
+        if spec.get("obs") and f"{FINAL_PREFIX}{name}" not in store._meta:
+            errors.append(f"meta/{FINAL_PREFIX}{name} is missing")
+    warnings.extend(f"data/{name} is not in the schema (dangling)" for name in present)
+
+
+def _in_meta_schema(store: EpisodeStore, name: str) -> bool:
+    return (
+        name in META_FIELDS
+        or name == "episode_ends"
+        or (name == CHECKSUMS and "checksums" in store.attrs)
+        or (
+            name.startswith(FINAL_PREFIX) and name.removeprefix(FINAL_PREFIX) in store.attrs["keys"]
+        )
+    )
+
+
+def _committed_bytes(store: EpisodeStore) -> int:
+    """Bytes of decoded committed data rows (what the content check reads)."""
+    return sum(
+        store.num_steps
+        * int(np.prod(spec["shape"], dtype=np.int64))
+        * np.dtype(spec["dtype"]).itemsize
+        for spec in store.attrs["keys"].values()
+    )
+
+
+def _check_length(name: str, have: int, want: int, errors: list, warnings: list) -> None:
+    if have < want:
+        errors.append(f"{name} has {have} rows, the commit record needs {want}")
+    elif have > want:
+        warnings.append(f"{name} has {have - want} rows beyond the commit record (dangling)")
+
+
+def _partial_files(root: Path) -> list[Path]:
+    return sorted(root.rglob("*.partial"))
+
+
+def _finish(report: dict[str, Any], damage: list[Damage]) -> dict[str, Any]:
+    report["errors"].extend(str(d) for d in damage)
+    report["damage"] = [
+        {"file": d.file, "problem": d.problem, "episodes": list(d.episodes)} for d in damage
+    ]
+    whole = any(not d.episodes for d in damage)
+    hit = {e for d in damage for e in d.episodes}
+    report["damaged_episodes"] = report.get("num_episodes", 0) if whole else len(hit)
+    report["ok"] = not report["errors"]
+    report["clean"] = report["ok"] and not report["warnings"]
+    return report
+
+
+def open_intact(
+    path: str | os.PathLike[str],
+    keys: Iterable[str] | None = None,
+    *,
+    exclude_damaged: bool = False,
+    who: str = "robotrl",
+) -> tuple[EpisodeStore, np.ndarray]:
+    """Open a store to train on: ``(store, (N,) bool intact mask)`` after both checks on
+    ``keys``. A damaged store raises :class:`DamagedStoreError` unless ``exclude_damaged``;
+    then how many episodes were left out is said on stderr (prefixed with ``who``)."""
+    store = EpisodeStore.open(path, check=not exclude_damaged)
+    try:
+        mask = intact_episodes(store, keys, exclude_damaged=exclude_damaged)
+    except BaseException:
+        store.close()
+        raise
+    if not mask.all():
+        print(
+            f"{who}: left out {int((~mask).sum())} damaged episodes of {len(mask)} "
+            "(exclude_damaged=true)",
+            file=sys.stderr,
+        )
+    return store, mask
+
+
+# ---------------------------------------------------------------------------- internals

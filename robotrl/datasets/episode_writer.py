@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from robotrl.datasets.episode_store import EpisodeStoreError, to_disk_name
+from robotrl.datasets.store_layout import EpisodeStoreError, to_disk_name
 
 if TYPE_CHECKING:
     from robotrl.datasets.episode_store import EpisodeStore

@@ -29,7 +29,6 @@ import hashlib
 import json
 import math
 import os
-import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -263,34 +262,6 @@ def intact_episodes(
     return mask
 
 
-def open_intact(
-    path: str | os.PathLike[str],
-    keys: Iterable[str] | None = None,
-    *,
-    exclude_damaged: bool = False,
-    who: str = "robotrl",
-) -> tuple[EpisodeStore, np.ndarray]:
-    """Open a store to train on: ``(store, (N,) bool intact mask)`` after both checks on
-    ``keys``. A damaged store raises :class:`DamagedStoreError` unless ``exclude_damaged``;
-    then how many episodes were left out is said on stderr (prefixed with ``who``)."""
-    from robotrl.datasets.episode_store import EpisodeStore
-
-    store = EpisodeStore.open(path, check=not exclude_damaged)
-    try:
-        mask = intact_episodes(store, keys, exclude_damaged=exclude_damaged)
-    except BaseException:
-        store.close()
-        raise
-    if not mask.all():
-        print(
-            f"{who}: left out {int((~mask).sum())} damaged episodes of {len(mask)} "
-            "(exclude_damaged=true)",
-            file=sys.stderr,
-        )
-    return store, mask
-
-
-# ---------------------------------------------------------------------------- internals
 def _store_arrays(store: EpisodeStore) -> list[tuple[str, str, int]]:
     """(group, name, committed rows) of every array the schema says exists."""
     n, t = store.num_episodes, store.num_steps
