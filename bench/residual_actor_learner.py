@@ -4,7 +4,7 @@ Usage: python bench/residual_actor_learner.py [toy_steps=3000] [toy_hz=25]
        [lift_checkpoint=<BC base on lift> lift_demos=<store> lift_steps=2000 lift_kill_after=20
        lift_hz=10]
 
-toy: :func:`robotrl.distributed.residual_demo.run` (PointGoal, biased base): the actor is
+toy: ``run`` of ``tests/residual_demo.py`` (PointGoal, biased base): the actor is
 SIGKILLed at 400 env steps and restarted, the learner SIGKILLed at 700 env steps and restarted
 3 s later; reports the evaluated success curve, accounting and reconnects.
 
@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from robotrl.algos.residual_split import RoleProcess
-from robotrl.distributed.residual_demo import run
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the toy scenario
+from residual_demo import run
 
 
 def _free_port() -> int:

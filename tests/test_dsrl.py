@@ -4,10 +4,10 @@ updates move the latent policy towards higher Q, checkpoints round-trip."""
 import numpy as np
 import pytest
 import torch
+from toy import STATE_STATS, SteerablePointBase
 
 from robotrl.algos.dsrl import DSRLAgent, DSRLConfig, SteeredPolicy, load_dsrl, save_dsrl
 from robotrl.algos.residual import StateFeaturizer
-from sim.toy import STATE_STATS, SteerablePointBase
 
 
 def _agent(**kw) -> DSRLAgent:

@@ -3,11 +3,11 @@ env steps and episodes, and refuses budgets that never train."""
 
 import numpy as np
 import pytest
+from toy import STATE_STATS, PointGoal, SteerablePointBase
 
 from robotrl.algos.dsrl import DSRLConfig
 from robotrl.algos.dsrl_training import DSRLTrainConfig, train_dsrl
 from robotrl.algos.residual import StateFeaturizer
-from sim.toy import STATE_STATS, PointGoal, SteerablePointBase
 
 
 def _feat() -> StateFeaturizer:

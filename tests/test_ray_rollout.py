@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import functools
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 ray = pytest.importorskip("ray", reason="ray not installed (extra 'dist')")
 
+from toy import STATE_STATS, BiasedPointBase, PointGoal  # noqa: E402
+
 import sim  # noqa: E402
 from robotrl.algos.residual import StateFeaturizer  # noqa: E402
 from robotrl.algos.residual_rollout import ResidualRollout  # noqa: E402
 from robotrl.distributed.ray_rollout import RayVectorEnv  # noqa: E402
-from sim.toy import STATE_STATS, BiasedPointBase, PointGoal  # noqa: E402
 
 # Factories pickled by reference to importable modules (Ray workers cannot import this file).
 _reach = functools.partial(sim.make, "reach")
@@ -22,7 +25,12 @@ _point = functools.partial(PointGoal, horizon=10)
 
 @pytest.fixture(scope="module")
 def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # the toy env lives in tests/: Ray's worker processes import it from there
+    tests = str(Path(__file__).resolve().parent)
+    env = {"PYTHONPATH": os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH")) if p)}
+    ray.init(
+        num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env}
+    )
     yield
     ray.shutdown()
 

@@ -12,6 +12,8 @@ import pytest
 
 pytest.importorskip("zmq", reason="robotrl.distributed needs the 'dist' extra (pyzmq)")
 
+from toy import STATE_STATS, BiasedPointBase, PointGoal
+
 from robotrl.algos.residual import ResidualAgent, ResidualConfig, StateFeaturizer
 from robotrl.algos.residual_actor import ResidualActor, run_actor
 from robotrl.algos.residual_learner import ResidualLearner
@@ -19,7 +21,6 @@ from robotrl.algos.residual_rollout import ResidualRollout
 from robotrl.algos.residual_training import TrainConfig
 from robotrl.distributed import ActorClient
 from robotrl.distributed.learner_server import serve_learner
-from sim.toy import STATE_STATS, BiasedPointBase, PointGoal
 
 CFG = ResidualConfig(scale=0.5, hidden=32, ensemble=2, batch_size=32, utd=1)
 LINK = dict(heartbeat_interval=0.1, peer_timeout=1.0)

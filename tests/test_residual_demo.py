@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("zmq", reason="robotrl.distributed needs the 'dist' extra (pyzmq)")
 
-from robotrl.distributed.residual_demo import run
+from residual_demo import run
 
 
 @pytest.mark.slow

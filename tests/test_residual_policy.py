@@ -129,9 +129,9 @@ def test_bad_options_for_a_residual_are_refused(tmp_path, base):
 
 def test_zero_policy_proposes_zero_chunks_with_the_lenders_shapes():
     import torch
+    from toy import BiasedPointBase
 
     from robotrl.algos.residual_policy import ZeroPolicy
-    from sim.toy import BiasedPointBase
 
     like = BiasedPointBase()
     zero = ZeroPolicy(like)

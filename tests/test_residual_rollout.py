@@ -7,10 +7,10 @@ import itertools
 
 import numpy as np
 import pytest
+from toy import STATE_STATS, BiasedPointBase, PointGoal
 
 from robotrl.algos.residual import StateFeaturizer
 from robotrl.algos.residual_rollout import ResidualRollout
-from sim.toy import STATE_STATS, BiasedPointBase, PointGoal
 
 
 def test_transitions_chain_and_end_at_episode_boundaries():

@@ -4,6 +4,7 @@ are stored and counted."""
 import numpy as np
 import pytest
 from recording_bar import RecordingBar
+from toy import RESIDUAL_SETTINGS, STATE_STATS, BiasedPointBase, PointGoal
 
 from robotrl.algos.residual import ResidualConfig, StateFeaturizer
 from robotrl.algos.residual_rollout import ResidualTransition
@@ -15,7 +16,6 @@ from robotrl.algos.residual_training import (
     train_residual,
 )
 from robotrl.datasets import EpisodeStore
-from sim.toy import RESIDUAL_SETTINGS, STATE_STATS, BiasedPointBase, PointGoal
 
 
 def _cfg() -> ResidualConfig:

@@ -6,8 +6,9 @@ import pytest
 
 pytest.importorskip("zmq", reason="robotrl.distributed needs the 'dist' extra (pyzmq)")
 
+from bandit_demo import BanditActor, BanditLearner
+
 from robotrl.distributed import Actor, Learner
-from robotrl.distributed.demo import BanditActor, BanditLearner
 
 
 def test_demo_roles_satisfy_the_protocols():

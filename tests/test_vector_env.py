@@ -8,9 +8,9 @@ import signal
 import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode
+from toy import PointGoal
 
 import sim
-from sim.toy import PointGoal
 from sim.vector_env import SlicedVectorEnv, reset_seeds, stack_obs
 
 

@@ -4,7 +4,7 @@
 never blocks on a full pipe); :func:`run_split` starts a learner and an actor command, waits
 for the actor to finish, stops the learner with SIGTERM (it checkpoints and reports) and returns
 both final JSON lines. ``robotrl train-rl role=split`` and the toy demonstration
-(:mod:`robotrl.distributed.residual_demo`) use it.
+(``tests/residual_demo.py``) use it.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 the learner; transitions stream one way with acknowledgements, weights the other way.
 
 See :mod:`robotrl.distributed.roles` for what an algorithm implements, and
-:mod:`robotrl.distributed.demo` for a runnable two-process example. Needs the ``dist`` extra
+``tests/bandit_demo.py`` for a runnable two-process example. Needs the ``dist`` extra
 (pyzmq).
 """
 

@@ -8,7 +8,8 @@ import pytest
 
 pytest.importorskip("zmq", reason="robotrl.distributed needs the 'dist' extra (pyzmq)")
 
-from robotrl.distributed.demo import BanditActor, BanditLearner, ReachBandit, demo
+from bandit_demo import BanditActor, BanditLearner, ReachBandit, demo
+
 from robotrl.distributed.transitions import decode_batch, encode_arrays, flatten_transition, stack
 
 

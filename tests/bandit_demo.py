@@ -9,7 +9,7 @@ weight broadcasts. The learner fits the reward model
 by SGD on minibatches of a FIFO replay and publishes ``{"W": M}``; at the optimum M = W*.
 Greedy regret |W - W*|_F^2 (the expected reward lost by acting with W) measures learning.
 
-    python -m robotrl.distributed.demo run [--duration 12 --kill-at 3 --down 2]
+    python tests/bandit_demo.py run [--duration 12 --kill-at 3 --down 2]
 
 starts a learner and an actor process on loopback, kills the learner with SIGKILL ``kill-at`` s
 after its first weight broadcast, restarts it on the same address ``down`` s later (it resumes
@@ -197,7 +197,7 @@ def _lines(proc: subprocess.Popen) -> list[dict[str, Any]]:
 def _start_learner(
     address: str, checkpoint: Path, deliveries: Path
 ) -> tuple[subprocess.Popen, dict[str, Any]]:
-    cmd = [sys.executable, "-m", "robotrl.distributed.demo", "learner", "--address", address,
+    cmd = [sys.executable, __file__, "learner", "--address", address,
            "--checkpoint", str(checkpoint), "--deliveries", str(deliveries)]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline() if proc.stdout else ""  # "ready": bound and serving
@@ -222,7 +222,7 @@ def demo(
         learner, ready = _start_learner("tcp://127.0.0.1:*", ckpt, deliveries)
         address = ready["address"]  # the restarted learner binds the same port
         actor = subprocess.Popen(
-            [sys.executable, "-m", "robotrl.distributed.demo", "actor", "--address", address,
+            [sys.executable, __file__, "actor", "--address", address,
              "--duration", str(duration), "--outbox-batches", str(outbox_batches),
              "--batch-size", str(batch_size)],
             stdout=subprocess.PIPE, text=True,

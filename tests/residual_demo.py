@@ -5,7 +5,7 @@ The base is :class:`sim.toy.BiasedPointBase` (~13 % success); in one process the
 it past 90 % in ~2000 env steps (tests/test_residual_training.py). Here the actor (env + base +
 residual actor) and the learner (replay + updates) are separate processes over ZeroMQ::
 
-    python -m robotrl.distributed.residual_demo run [--total-steps 3000 --hz 100 ...]
+    python tests/residual_demo.py run [--total-steps 3000 --hz 100 ...]
 
 1. learner and actor start; the actor is SIGKILLed at ``kill_actor_at`` env steps and a new
    actor process (same id, new epoch) continues the budget;
@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from toy import RESIDUAL_SETTINGS, STATE_STATS, BiasedPointBase, PointGoal
 
 from robotrl.algos.residual import ResidualAgent, ResidualConfig, StateFeaturizer
 from robotrl.algos.residual_actor import run_actor
@@ -43,7 +44,6 @@ from robotrl.algos.residual_rollout import ResidualRollout
 from robotrl.algos.residual_split import RoleProcess
 from robotrl.algos.residual_training import TrainConfig, evaluate_residual
 from robotrl.distributed.learner_server import serve_learner
-from sim.toy import RESIDUAL_SETTINGS, STATE_STATS, BiasedPointBase, PointGoal
 
 EXECUTE_HORIZON = 1
 LINK: dict[str, Any] = dict(heartbeat_interval=0.1, peer_timeout=1.0)
@@ -167,7 +167,7 @@ def run(
     timeout: float = 600.0,
 ) -> dict[str, Any]:
     """The demonstration (see the module docstring); returns its summary."""
-    py = [sys.executable, "-m", "robotrl.distributed.residual_demo"]
+    py = [sys.executable, __file__]
     with tempfile.TemporaryDirectory() as tmp:
         state, log = Path(tmp) / "learner", Path(tmp) / "deliveries.txt"
         learner_cmd = [*py, "learner", "--state-dir", str(state), "--deliveries", str(log)]
