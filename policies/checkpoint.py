@@ -23,6 +23,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from policies.base import Policy
 from policies.registry import POLICIES, make_policy
 
 WEIGHTS = "model.safetensors"
@@ -74,7 +75,7 @@ def load_into(module: nn.Module, directory: str | os.PathLike[str]) -> None:
 
 
 def save_policy(
-    policy: nn.Module, directory: str | os.PathLike[str], meta: dict[str, Any] | None = None
+    policy: Policy, directory: str | os.PathLike[str], meta: dict[str, Any] | None = None
 ) -> Path:
     """Write ``policy`` to ``directory`` (created); returns the directory."""
     doc = {"policy_type": policy.policy_type, "config": policy.config, "meta": meta or {}}
@@ -115,7 +116,7 @@ def read_config(directory: str | os.PathLike[str]) -> dict[str, Any]:
     return doc
 
 
-def load_policy(directory: str | os.PathLike[str]) -> tuple[nn.Module, dict[str, Any]]:
+def load_policy(directory: str | os.PathLike[str]) -> tuple[Policy, dict[str, Any]]:
     """Rebuild and load a policy; returns ``(policy in eval mode, meta)``."""
     d = Path(directory)
     doc = read_config(d)

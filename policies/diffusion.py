@@ -13,14 +13,14 @@ from typing import Any
 import torch
 from diffusers.schedulers.scheduling_ddim import DDIMScheduler
 from diffusers.schedulers.scheduling_ddpm import DDPMScheduler
-from torch import nn
 
+from policies.base import Policy
 from policies.denoiser import ChunkDenoiser
 from policies.encoders import ObsEncoder
 from policies.normalizer import Normalizer
 
 
-class DiffusionPolicy(nn.Module):
+class DiffusionPolicy(Policy):
     """Chunked DDPM/DDIM BC policy.
 
     Args:

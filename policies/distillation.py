@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
-from torch import nn
 from tqdm.auto import tqdm
 
+from policies.base import Policy
 from policies.denoiser import ChunkDenoiser
 from policies.encoders import ObsEncoder
 from policies.normalizer import Normalizer
@@ -49,7 +49,7 @@ if TYPE_CHECKING:  # the teachers' types only: importing diffusion pulls in diff
 TEACHER_TYPES = ("flow", "diffusion")
 
 
-class DistilledPolicy(nn.Module):
+class DistilledPolicy(Policy):
     """One-step student of a chunked flow / diffusion teacher.
 
     Args:

@@ -16,7 +16,7 @@ Gaussian ``x_{k+1} ~ N(mu_k, diag(s_k^2))``:
 - ``noise_net``: ``mu`` = ODE mean, ``s`` from a learned head on the network's features,
   squashed into ``noise_std_bounds`` (Flow-Noise); every step is stochastic.
 
-:meth:`FlowMatchingPolicy.log_prob` recomputes the same Gaussians from a stored chain.
+:meth:`FlowChainPolicy.log_prob` recomputes the same Gaussians from a stored chain.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from policies.base import Policy
 from policies.denoiser import ChunkDenoiser
 from policies.encoders import ObsEncoder
 from policies.normalizer import Normalizer
@@ -44,63 +45,42 @@ def gaussian_log_prob(x: torch.Tensor, mu: torch.Tensor, std: torch.Tensor) -> t
     return (-0.5 * z * z - torch.log(std) - 0.5 * LOG_2PI).flatten(1).sum(-1)
 
 
-class FlowMatchingPolicy(nn.Module):
-    """Chunked flow-matching BC policy.
+class FlowChainPolicy(Policy):
+    """A flow-matching policy of any conditioning: the chain, its losses and samplers, over an
+    ``encoder`` (obs -> (B, F) features) and a velocity network ``net``.
 
     Args:
-        state_dims: ``{"state/<k>": D}`` observation entries used.
-        action_dim: Da.
-        image_keys: cameras used (``images/<cam>``).
-        obs_horizon: To. action_horizon: Ta. num_steps: K (Euler steps).
-        hidden, depth: denoiser width and residual blocks.
-        obs_feature_dim, image_feature_dim: encoder sizes.
+        normalizer: the observation and action normaliser.
+        encoder: ``encoder(obs, normalizer)`` -> (B, F) conditioning features.
+        net: ``net(x, t, cond)`` -> (velocity (B, Ta, Da), features (B, net_hidden)); the
+            Flow-Noise std head reads the features.
+        action_dim: Da. obs_horizon: To. action_horizon: Ta. num_steps: K (Euler steps).
         time_beta: t ~ Beta(a, b) * 0.999 + 0.001 in training (pi0 emphasises noisy t).
         noise_std_bounds: Flow-Noise std range (normalised action units).
         sde_noise_level: a in sigma_t.
-        stats: normaliser statistics ``{key: {mean, std, min, max}}`` incl. ``action``; None
-            builds an identity placeholder (weights loaded from a checkpoint replace it).
     """
-
-    policy_type = "flow"
 
     def __init__(
         self,
-        state_dims: Mapping[str, int],
-        action_dim: int = 7,
-        image_keys: Sequence[str] = (),
-        obs_horizon: int = 2,
-        action_horizon: int = 16,
-        num_steps: int = 10,
-        hidden: int = 256,
-        depth: int = 3,
-        obs_feature_dim: int = 256,
-        image_feature_dim: int = 64,
-        time_beta: tuple[float, float] = (1.5, 1.0),
-        noise_std_bounds: tuple[float, float] = (0.08, 0.16),
-        sde_noise_level: float = 0.5,
-        stats: Mapping[str, Mapping[str, Any]] | None = None,
+        *,
+        normalizer: Normalizer,
+        encoder: nn.Module,
+        net: nn.Module,
+        net_hidden: int,
+        action_dim: int,
+        obs_horizon: int,
+        action_horizon: int,
+        num_steps: int,
+        time_beta: tuple[float, float],
+        noise_std_bounds: tuple[float, float],
+        sde_noise_level: float,
     ) -> None:
-        super().__init__()
         if num_steps < 1 or obs_horizon < 1 or action_horizon < 1 or action_dim < 1:
             raise ValueError("num_steps, obs_horizon, action_horizon, action_dim must be >= 1")
         lo, hi = noise_std_bounds
         if not 0 < lo <= hi:
             raise ValueError(f"noise_std_bounds must satisfy 0 < lo <= hi, got {noise_std_bounds}")
-        self.config: dict[str, Any] = {
-            "state_dims": dict(state_dims),
-            "action_dim": action_dim,
-            "image_keys": list(image_keys),
-            "obs_horizon": obs_horizon,
-            "action_horizon": action_horizon,
-            "num_steps": num_steps,
-            "hidden": hidden,
-            "depth": depth,
-            "obs_feature_dim": obs_feature_dim,
-            "image_feature_dim": image_feature_dim,
-            "time_beta": list(time_beta),
-            "noise_std_bounds": list(noise_std_bounds),
-            "sde_noise_level": sde_noise_level,
-        }
+        super().__init__()
         self.obs_horizon, self.action_horizon, self.action_dim = (
             obs_horizon,
             action_horizon,
@@ -113,25 +93,14 @@ class FlowMatchingPolicy(nn.Module):
         self.noise_std_bounds = (float(lo), float(hi))
         self.sde_noise_level = float(sde_noise_level)
         self.time_beta = torch.distributions.Beta(float(time_beta[0]), float(time_beta[1]))
-        self.normalizer = Normalizer.for_policy(state_dims, action_dim, stats)
-        self.encoder: nn.Module = ObsEncoder(  # nn.Module: the VLA puts its own encoder here
-            state_dims, image_keys, obs_horizon, obs_feature_dim, image_feature_dim
-        )
-        self.net: nn.Module = ChunkDenoiser(
-            action_dim, action_horizon, obs_feature_dim, hidden, depth
-        )  # nn.Module: the VLA puts its own expert here
-        self.noise_head = nn.Linear(hidden, action_horizon * action_dim)
+        self.normalizer = normalizer
+        self.encoder = encoder
+        self.net = net
+        self.noise_head = nn.Linear(net_hidden, action_horizon * action_dim)
         nn.init.zeros_(self.noise_head.weight)
         nn.init.zeros_(self.noise_head.bias)  # starts mid-range: (lo + hi) / 2
 
     # ------------------------------------------------------------------ basics
-    @property
-    def device(self) -> torch.device:
-        return next(self.parameters()).device
-
-    def reset(self) -> None:
-        """Stateless: nothing to forget."""
-
     def encode(self, obs: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """(B, F) observation features."""
         return self.encoder(obs, self.normalizer)
@@ -321,3 +290,75 @@ class FlowMatchingPolicy(nn.Module):
             v, _ = self.net(x, torch.full((b,), float(t), device=cond.device), cond)
             x = x - d * v
         return self.to_action(x)
+
+
+class FlowMatchingPolicy(FlowChainPolicy):
+    """Chunked flow-matching BC policy.
+
+    Args:
+        state_dims: ``{"state/<k>": D}`` observation entries used.
+        action_dim: Da.
+        image_keys: cameras used (``images/<cam>``).
+        obs_horizon: To. action_horizon: Ta. num_steps: K (Euler steps).
+        hidden, depth: denoiser width and residual blocks.
+        obs_feature_dim, image_feature_dim: encoder sizes.
+        time_beta: t ~ Beta(a, b) * 0.999 + 0.001 in training (pi0 emphasises noisy t).
+        noise_std_bounds: Flow-Noise std range (normalised action units).
+        sde_noise_level: a in sigma_t.
+        stats: normaliser statistics ``{key: {mean, std, min, max}}`` incl. ``action``; None
+            builds an identity placeholder (weights loaded from a checkpoint replace it).
+    """
+
+    policy_type = "flow"
+
+    def __init__(
+        self,
+        state_dims: Mapping[str, int],
+        action_dim: int = 7,
+        image_keys: Sequence[str] = (),
+        obs_horizon: int = 2,
+        action_horizon: int = 16,
+        num_steps: int = 10,
+        hidden: int = 256,
+        depth: int = 3,
+        obs_feature_dim: int = 256,
+        image_feature_dim: int = 64,
+        time_beta: tuple[float, float] = (1.5, 1.0),
+        noise_std_bounds: tuple[float, float] = (0.08, 0.16),
+        sde_noise_level: float = 0.5,
+        stats: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:
+        config: dict[str, Any] = {
+            "state_dims": dict(state_dims),
+            "action_dim": action_dim,
+            "image_keys": list(image_keys),
+            "obs_horizon": obs_horizon,
+            "action_horizon": action_horizon,
+            "num_steps": num_steps,
+            "hidden": hidden,
+            "depth": depth,
+            "obs_feature_dim": obs_feature_dim,
+            "image_feature_dim": image_feature_dim,
+            "time_beta": list(time_beta),
+            "noise_std_bounds": list(noise_std_bounds),
+            "sde_noise_level": sde_noise_level,
+        }
+        normalizer = Normalizer.for_policy(state_dims, action_dim, stats)
+        encoder = ObsEncoder(
+            state_dims, image_keys, obs_horizon, obs_feature_dim, image_feature_dim
+        )
+        net = ChunkDenoiser(action_dim, action_horizon, obs_feature_dim, hidden, depth)
+        super().__init__(
+            normalizer=normalizer,
+            encoder=encoder,
+            net=net,
+            net_hidden=hidden,
+            action_dim=action_dim,
+            obs_horizon=obs_horizon,
+            action_horizon=action_horizon,
+            num_steps=num_steps,
+            time_beta=time_beta,
+            noise_std_bounds=noise_std_bounds,
+            sde_noise_level=sde_noise_level,
+        )
+        self.config = config

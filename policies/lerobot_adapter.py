@@ -28,6 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from policies.base import Policy
 from policies.lerobot_builder import (
     ACTION,
     ENV_STATE,
@@ -54,7 +55,7 @@ __all__ = [  # the key names are re-exported: they were defined here
 ]
 
 
-class LeRobotPolicyAdapter(nn.Module):
+class LeRobotPolicyAdapter(Policy):
     """A lerobot diffusion / ACT policy as a :class:`robotrl.types.ChunkPolicy`.
 
     Build with :meth:`from_config` (random init) or :meth:`from_pretrained` (a local directory).
@@ -269,7 +270,7 @@ class LeRobotPolicyAdapter(nn.Module):
         chunk = self.postprocessor(chunk).float().cpu()
         return chunk.clamp(-1.0, 1.0) if self.clip_actions else chunk
 
-    def compute_loss(self, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
+    def compute_loss(self, batch: Mapping[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
         """lerobot's training loss on ``{"obs": {...}, "action": (B, L, Da)}``, L being the
         length lerobot trains on (diffusion: ``horizon`` from the first observation step;
         ACT: ``chunk_size`` from the current step). Call ``train()`` first: ACT's VAE

@@ -6,7 +6,7 @@ import importlib
 import math
 from typing import Any, cast
 
-from torch import nn
+from policies.base import Policy
 
 POLICIES: dict[str, str] = {
     "flow": "policies.flow_matching:FlowMatchingPolicy",
@@ -16,19 +16,20 @@ POLICIES: dict[str, str] = {
 }
 
 
-def policy_class(name: str) -> type[nn.Module]:
+def policy_class(name: str) -> type[Policy]:
+    """The policy class registered as ``name``."""
     if name not in POLICIES:
         raise ValueError(f"unknown policy {name!r}; available: {sorted(POLICIES)}")
     module, cls = POLICIES[name].split(":")
     return getattr(importlib.import_module(module), cls)
 
 
-def make_policy(name: str, **kwargs: Any) -> nn.Module:
+def make_policy(name: str, **kwargs: Any) -> Policy:
     """Build the policy registered as ``name`` with constructor ``kwargs``."""
     return policy_class(name)(**kwargs)
 
 
-def set_noise_scale(policy: nn.Module, scale: float, option: str = "noise_scale") -> None:
+def set_noise_scale(policy: Policy, scale: float, option: str = "noise_scale") -> None:
     """Scale the initial noise of ``policy.predict_chunk`` (flow / diffusion / VLA): 1 samples the
     policy, 0 runs it deterministically from the prior's mean. A run-time setting, not saved.
 

@@ -15,7 +15,7 @@ the R readout tokens and Ta action tokens (noisy action + time embedding, as pi0
 
 Everything about the chain (pi0 flow convention, ODE / Flow-SDE / Flow-Noise transitions, exact
 log-prob recompute, ``obs_features`` / ``expert_features``) is inherited from
-:class:`~policies.flow_matching.FlowMatchingPolicy`; only the conditioning differs.
+:class:`~policies.flow_matching.FlowChainPolicy`; only the conditioning differs.
 
 Observation batch: ``{"state/<k>": (B, To, D_k), "images/<cam>": (B, To, H, W, 3) uint8,
 "language": (B, L) int64 token ids (0 = padding)}``.
@@ -33,7 +33,7 @@ from torch import nn
 
 from policies.denoiser import ChunkDenoiser, time_embedding
 from policies.encoders import ImageEncoder, random_shift
-from policies.flow_matching import FlowMatchingPolicy
+from policies.flow_matching import FlowChainPolicy
 from policies.normalizer import Normalizer
 from policies.tokenizer import LANGUAGE_KEY, PAD_ID, WordTokenizer
 
@@ -222,7 +222,7 @@ class TransformerExpert(nn.Module):
         return self.out(h), h.mean(dim=1)
 
 
-class TinyVLA(FlowMatchingPolicy):
+class TinyVLA(FlowChainPolicy):
     """Images + instruction + state -> flow action chunks (see the module docstring).
 
     Args:
@@ -236,7 +236,8 @@ class TinyVLA(FlowMatchingPolicy):
         hidden, depth: width and blocks of the ``"mlp"`` expert.
         image_shift: random-shift augmentation [px].
         image_grid: G, image tokens per camera and step are G x G (pooled CNN features).
-        time_beta, noise_std_bounds, sde_noise_level, stats: as FlowMatchingPolicy.
+        time_beta, noise_std_bounds, sde_noise_level, stats: as
+            :class:`~policies.flow_matching.FlowMatchingPolicy`.
     """
 
     policy_type = "vla"
@@ -272,30 +273,13 @@ class TinyVLA(FlowMatchingPolicy):
             raise ValueError(f"dim must be divisible by heads and by 4, got {dim}, {heads}")
         if not state_dims and not image_keys:
             raise ValueError("a VLA needs at least one state or image key")
-        # The parent builds normaliser, noise-std bounds and the chain; its MLP encoder and
-        # denoiser are replaced below (built minimal so they cost nothing).
-        super().__init__(
-            state_dims or {"state/_none": 1},
-            action_dim,
-            (),
-            obs_horizon,
-            action_horizon,
-            num_steps,
-            hidden=8,
-            depth=0,
-            obs_feature_dim=8,
-            time_beta=time_beta,
-            noise_std_bounds=noise_std_bounds,
-            sde_noise_level=sde_noise_level,
-            stats=None,
-        )
-        self.normalizer = Normalizer.for_policy(state_dims, action_dim, stats)
-        self.tokenizer = WordTokenizer(vocab, max_tokens)
-        self.encoder = PrefixEncoder(
+        normalizer = Normalizer.for_policy(state_dims, action_dim, stats)
+        tokenizer = WordTokenizer(vocab, max_tokens)
+        encoder = PrefixEncoder(
             state_dims,
             image_keys,
             obs_horizon,
-            self.tokenizer.vocab_size,
+            tokenizer.vocab_size,
             max_tokens,
             dim,
             trunk_layers,
@@ -304,16 +288,29 @@ class TinyVLA(FlowMatchingPolicy):
             image_shift,
             image_grid,
         )
+        net: nn.Module
         if expert == "transformer":
-            self.net = TransformerExpert(
+            net = TransformerExpert(
                 action_dim, action_horizon, dim, readout_tokens, expert_layers, heads
             )
+            net_hidden = dim
         else:
-            cond_dim = self.encoder.out_dim
-            self.net = ChunkDenoiser(action_dim, action_horizon, cond_dim, hidden, depth)
-        self.noise_head = nn.Linear(self.net.hidden, action_horizon * action_dim)
-        nn.init.zeros_(self.noise_head.weight)
-        nn.init.zeros_(self.noise_head.bias)
+            net = ChunkDenoiser(action_dim, action_horizon, encoder.out_dim, hidden, depth)
+            net_hidden = hidden
+        super().__init__(
+            normalizer=normalizer,
+            encoder=encoder,
+            net=net,
+            net_hidden=net_hidden,
+            action_dim=action_dim,
+            obs_horizon=obs_horizon,
+            action_horizon=action_horizon,
+            num_steps=num_steps,
+            time_beta=time_beta,
+            noise_std_bounds=noise_std_bounds,
+            sde_noise_level=sde_noise_level,
+        )
+        self.tokenizer = tokenizer
         self.config: dict[str, Any] = {
             "state_dims": dict(state_dims),
             "action_dim": action_dim,

@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from policies.base import Policy
+
 LANGUAGE_KEY = "language"  # the instruction entry of an observation (str at the env)
 
 
@@ -124,6 +126,6 @@ class SingleEnvPolicy:
 
 
 def as_episode_policy(policy: Any, execute_horizon: int = 8) -> Any:
-    """``policy`` as an ``EpisodePolicy``: a chunk policy (``predict_chunk``) wrapped in a
-    :class:`SingleEnvPolicy`; anything else (e.g. a residual on its base) is one already."""
-    return SingleEnvPolicy(policy, execute_horizon) if hasattr(policy, "predict_chunk") else policy
+    """``policy`` as an ``EpisodePolicy``: a chunk policy (:class:`policies.base.Policy`) wrapped
+    in a :class:`SingleEnvPolicy`; anything else (e.g. a residual on its base) is one already."""
+    return SingleEnvPolicy(policy, execute_horizon) if isinstance(policy, Policy) else policy

@@ -12,6 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 
 import sim
 from policies.checkpoint import load_policy, save_module, save_policy
+from policies.flow_matching import FlowChainPolicy
 from robotrl.algos.flow_pg import ALGOS, FlowPGConfig
 from robotrl.algos.flow_pg_training import FlowTrainConfig, check_budget, train_flow_pg
 from robotrl.chunk_runner import ChunkRunner
@@ -43,7 +44,7 @@ def run_flow_pg(cfg: DictConfig) -> dict[str, Any]:
     if cfg.human != "none":
         raise ValueError(f"algo={cfg.algo} has no human-in-the-loop path: human must be 'none'")
     policy, meta = load_policy(cfg.checkpoint)
-    if not hasattr(policy, "sample_chain"):
+    if not isinstance(policy, FlowChainPolicy):
         raise ValueError(
             f"algo={cfg.algo} needs a flow policy (flow or vla), got {type(policy).__name__}"
         )

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from policies.base import Policy
 from robotrl.algos.dsrl import DSRLAgent, DSRLConfig, SteeredPolicy
 from robotrl.algos.residual import StateFeaturizer
 from robotrl.algos.residual_training import check_budget, freeze, recent_episode_rates
@@ -110,7 +111,7 @@ def train_dsrl(
     check_budget(train.total_steps, train.warmup_steps, train.eval_every)
     if num_envs < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
-    if not hasattr(base, "predict_chunk") or not hasattr(base, "action_horizon"):
+    if not isinstance(base, Policy):
         raise ValueError("DSRL steers a chunk policy with predict_chunk(obs, noise=...)")
     rng = np.random.default_rng(train.seed)
     torch.manual_seed(train.seed)
