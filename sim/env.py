@@ -32,6 +32,7 @@ from controllers.commander import (
 )
 from controllers.impedance import CartesianImpedance
 from controllers.rotations import mat_to_quat
+from controllers.tick import TorqueLoop
 from sim.arm import PHYSICS_DT, scene_xml
 from sim.arm_reader import MjArmReader
 from sim.task import Task
@@ -175,6 +176,9 @@ class PandaEnv(gym.Env):
         self._nominal_stiffness = np.array(self.controller.stiffness, dtype=float)
         self.commander = Commander(self.max_dpos, self.max_drot, workspace_low, workspace_high)
         self.safety = self.commander.safety  # the target stage above, the torque stage per tick
+        self._loop = (
+            None if controller == "native" else TorqueLoop(self, self.controller, self.safety)
+        )
         self.guard: Any = None
         if safety != "filter":
             from sim.safety_guard import SafetyGuard
@@ -345,30 +349,36 @@ class PandaEnv(gym.Env):
 
     def physics_tick(self, flags: dict[str, Any] | None = None) -> None:
         """One physics tick [PHYSICS_DT s] under the controller: the native law inside MuJoCo,
-        or read state -> numpy controller -> the safety filter's torque stage -> apply. Derived
-        quantities (site poses, sensors) stay those of the tick's start until :meth:`advance`
-        or ``mj_forward``. The torque stage's flags are OR-ed into ``flags``."""
-        m, d = self.model, self.data
-        if self.controller_name == "native":
-            mujoco.mj_step(m, d)
-            return
-        mujoco.mj_step1(m, d)
-        s = self.read_state()
-        filt = self.safety
-        d.ctrl[self._torque_act] = filt.filter_torque(self.controller.compute(s), s.q, s.dq)
-        mujoco.mj_step2(m, d)
-        if flags is not None:
-            for key, value in filt.last_flags.items():
-                flags[key] = flags.get(key, False) or value
+        or the numpy controller's :class:`controllers.tick.TorqueLoop` (sense, control, the
+        safety filter's torque stage, apply, integrate), whose flags are OR-ed into ``flags``.
+        Derived quantities (site poses, sensors) stay those of the tick's start until
+        :meth:`advance` or ``mj_forward``."""
+        if self._loop is None:
+            mujoco.mj_step(self.model, self.data)
+        else:
+            self._loop.tick(flags)
+
+    # TorqueBackend (controllers.tick): MuJoCo's two-stage step around the torque computation
+    def sense(self) -> ArmState:
+        """Positions and velocities of the tick's start (``mj_step1``), read into :attr:`state`."""
+        mujoco.mj_step1(self.model, self.data)
+        return self.read_state()
+
+    def apply_torque(self, tau: np.ndarray) -> None:
+        """Joint torques (7,) [Nm] on the torque actuators for this tick."""
+        self.data.ctrl[self._torque_act] = tau
+
+    def integrate(self) -> None:
+        """Finish the tick (``mj_step2``)."""
+        mujoco.mj_step2(self.model, self.data)
 
     def advance(self, ticks: int, flags: dict[str, Any] | None = None) -> ArmState:
         """``ticks`` physics ticks (:meth:`physics_tick`), then the derived quantities and
         :attr:`state` of the new physics state, which it returns."""
-        if self.controller_name == "native":
+        if self._loop is None:
             mujoco.mj_step(self.model, self.data, nstep=ticks)
         else:
-            for _ in range(ticks):
-                self.physics_tick(flags)
+            self._loop.run(ticks, flags)
         mujoco.mj_forward(self.model, self.data)
         return self.read_state()
 

@@ -25,6 +25,7 @@ from controllers.arm_state import ArmState
 from controllers.commander import DEFAULT_MAX_DPOS, DEFAULT_MAX_DROT, Commander
 from controllers.impedance import CartesianImpedance
 from controllers.rotations import mat_to_quat
+from controllers.tick import TorqueLoop
 from sim.arm import PHYSICS_DT
 from sim.env import SIM_CONTROLLER_DEFAULTS, PandaEnv
 from sim.pybullet_arm import PyBulletPanda
@@ -126,6 +127,7 @@ class PyBulletPandaEnv(gym.Env):
         self._nominal_stiffness = np.array(self.controller.stiffness, dtype=float)
         self.commander = Commander(self.max_dpos, self.max_drot, workspace_low, workspace_high)
         self.safety = self.commander.safety  # the target stage above, the torque stage per tick
+        self._loop = TorqueLoop(self, self.controller, self.safety)
         self.state = ArmState(7)
         self._rng = np.random.default_rng()
         self._steps = 0
@@ -156,6 +158,19 @@ class PyBulletPandaEnv(gym.Env):
         }
         obs.update(self.task.observe(self.client))
         return {k: np.asarray(v, dtype=np.float32).copy() for k, v in obs.items()}
+
+    # TorqueBackend (controllers.tick)
+    def sense(self) -> ArmState:
+        """Joint state and TCP pose, read into :attr:`state`."""
+        return self.arm.read(self.state)
+
+    def apply_torque(self, tau: np.ndarray) -> None:
+        """Joint torques (7,) [Nm] for this tick."""
+        self.arm.apply_torque(tau)
+
+    def integrate(self) -> None:
+        """One PyBullet step of PHYSICS_DT."""
+        pb.stepSimulation(physicsClientId=self.client)
 
     # ------------------------------------------------------------------ gym API
     def reset(
@@ -189,20 +204,14 @@ class PyBulletPandaEnv(gym.Env):
         self.arm.set_gripper(0.5 * (1.0 - target.gripper) * panda.FINGER_TRAVEL)
         flags = dict(target.flags)
 
-        filt, c = self.safety, self.client
-        for _ in range(self.n_substeps):
-            self.arm.read(s)
-            self.arm.apply_torque(filt.filter_torque(self.controller.compute(s), s.q, s.dq))
-            pb.stepSimulation(physicsClientId=c)
-            for key, value in filt.last_flags.items():
-                flags[key] = flags.get(key, False) or value
+        self._loop.run(self.n_substeps, flags)
         self.arm.read(s)
         self._steps += 1
-        success = self.task.success(c, s.ee_pos)
+        success = self.task.success(self.client, s.ee_pos)
         if self.reward_type == "sparse":
             reward = float(success)
         else:
-            reward = self.task.dense_reward(c, s.ee_pos)
+            reward = self.task.dense_reward(self.client, s.ee_pos)
         terminated = bool(success and self.terminate_on_success)
         truncated = self._steps >= self.max_episode_steps
         info = {"success": success, "intervention": False, "safety": flags}

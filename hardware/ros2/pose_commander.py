@@ -109,14 +109,26 @@ class PoseCommander:
             self.commander.reset(cur_pos, cur_rot, self.commander.gripper)
             self._needs_sync = False
         target = self.commander.command(action, cur_pos, cur_rot)
-        self.target = (target.pos, target.rot)
         # gripper first: a lockstep sim robot steps on the pose and must have the width by then
-        if np.isfinite(action).all() and self._gripper is not None:
-            self.width = float((1.0 - target.gripper) * panda.FINGER_TRAVEL)
-            self._gripper.publish(m.Float64MultiArray(data=[self.width]))
-        self._publish_pose(target.pos, target.rot)
+        if np.isfinite(action).all():
+            self.set_gripper(target.gripper)
+        self.track(target.pos, target.rot)
         self.commands += 1
         return dict(target.flags)
+
+    # TargetBackend (controllers.tick): the robot's own impedance controller tracks the target
+    def track(self, pos: np.ndarray, rot: np.ndarray) -> None:
+        """Publish the (already safe) TCP target ``pos`` (3,) [m], ``rot`` (3, 3), base frame, as
+        the equilibrium pose; :meth:`hold` re-sends it."""
+        self.target = (pos, rot)
+        self._publish_pose(pos, rot)
+
+    def set_gripper(self, command: float) -> None:
+        """Publish the gripper width of ``command`` in [-1 open, +1 closed] (no gripper topic in
+        the profile: nothing)."""
+        if self._gripper is not None:
+            self.width = float((1.0 - command) * panda.FINGER_TRAVEL)
+            self._gripper.publish(m.Float64MultiArray(data=[self.width]))
 
     def hold(self) -> None:
         """Re-publish the last safe target (the robot keeps it; nothing new is accepted)."""
