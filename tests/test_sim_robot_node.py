@@ -11,6 +11,7 @@ import pytest
 
 pytest.importorskip("cyclonedds", reason="cyclonedds is in the 'ros2' extra")
 
+from clocks import SteppedClock
 from ros2_fakes import FakeTransport
 
 import sim
@@ -74,25 +75,22 @@ def test_lockstep_equals_the_in_process_env() -> None:
         thread.join(timeout=5)
 
 
-@pytest.mark.slow
 def test_realtime_rates_commands_and_reset() -> None:
+    # real-time mode on a clock the test advances: rates and tracking without the wall clock
     bus = FakeTransport()
+    clock = SteppedClock()
     cfg = SimRobotConfig(profile="sim", task="reach", state_hz=200.0, control_hz=20.0, seed=3)
-    node = SimRobotNode(cfg, bus)
-    cache = StateCache(SIM)
+    node = SimRobotNode(cfg, bus, clock_ns=clock.ns, wait=clock.wait)
+    cache = StateCache(SIM, clock_ns=clock.ns)
     cache.subscribe(bus)
     thread = _start(node)
     try:
-        _wait(lambda: cache.latest() is not None)
-        t0, n0 = time.monotonic(), len(bus.sent[SIM.joint_states])
-        e0 = len(bus.sent[SIM.episode])
-        time.sleep(1.0)
-        rate = (len(bus.sent[SIM.joint_states]) - n0) / (time.monotonic() - t0)
-        episode_rate = (len(bus.sent[SIM.episode]) - e0) / (time.monotonic() - t0)
-        assert 100 < rate <= 205  # 200 Hz asked; a loaded 2-core machine may drop some
-        assert 10 < episode_rate <= 21
+        clock.run_until(1.0)
+        assert 200 <= len(bus.sent[SIM.joint_states]) <= 202  # 200 Hz for 1 s (+ the reset)
+        assert 20 <= len(bus.sent[SIM.episode]) <= 22  # 20 Hz
         ep = _episodes(bus)[-1]
-        assert ep["seed"] == 3 and ep["step"] > 10  # steps count control periods since reset
+        assert ep["seed"] == 3 and ep["step"] in (19, 20)  # control periods since the reset
+        assert 499 <= node.stats.physics_ticks <= 500 and node.stats.late_ticks == 0  # 500 Hz
 
         # equilibrium pose 5 cm away: the impedance controller brings the TCP there
         obs, _ = cache.latest()
@@ -108,7 +106,7 @@ def test_realtime_rates_commands_and_reset() -> None:
         bus.publisher(SIM.impedance_params, m.Float64MultiArray).publish(
             m.Float64MultiArray(data=[1500.0] * 3 + [100.0] * 3)
         )
-        time.sleep(2.0)
+        clock.run_until(3.0)
         obs, _age = cache.latest()
         assert np.linalg.norm(obs["state/ee_pos"] - target) < 0.005
         assert obs["state/gripper"][0] == pytest.approx(0.03, abs=0.003)
@@ -119,7 +117,7 @@ def test_realtime_rates_commands_and_reset() -> None:
         ref = sim.make("reach")
         ref_obs, _ = ref.reset(seed=11)
         bus.publisher(SIM.reset, m.Float64MultiArray).publish(m.Float64MultiArray(data=[11.0]))
-        _wait(lambda: _episodes(bus)[-1]["seed"] == 11)
+        clock.run_until(3.01)
         first = next(e for e in _episodes(bus) if e["seed"] == 11)
         assert first["step"] == 0
         stamp = int(first["stamp_sec"]) * 1_000_000_000 + int(first["stamp_nanosec"])
@@ -127,13 +125,14 @@ def test_realtime_rates_commands_and_reset() -> None:
         assert joints, "the reset state is published with the episode message's stamp"
         np.testing.assert_allclose(joints[0].position[:7], ref_obs["state/joint_pos"], atol=1e-6)
         # after a reset the arm holds the reset pose (old targets are dropped)
-        time.sleep(0.5)
+        clock.run_until(3.5)
         obs, _ = cache.latest()
         assert np.linalg.norm(obs["state/ee_pos"] - ref_obs["state/ee_pos"]) < 0.005
     finally:
+        clock.close()
         node.close()
         thread.join(timeout=5)
-    assert node.stats.resets == 2 and node.stats.physics_ticks > 1000
+    assert node.stats.resets == 2 and node.stats.physics_ticks >= 1745  # 3.5 s at 500 Hz
 
 
 def _spy(env) -> tuple[list[np.ndarray], list[np.ndarray]]:

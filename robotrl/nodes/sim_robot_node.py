@@ -33,7 +33,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,10 +69,18 @@ class SimRobotNode:
         cfg: node configuration (task, controller, rates, lockstep).
         transport: a :class:`hardware.ros2.transport.Transport`.
         max_episode_steps: truncation horizon of the ``episode`` message; default the task's.
+        clock_ns: the real-time loop's monotonic clock [ns] (message stamps stay wall time).
+        wait: waits up to the given seconds in the real-time loop (default: until ``stop()``).
     """
 
     def __init__(
-        self, cfg: SimRobotConfig, transport: Transport, max_episode_steps: int | None = None
+        self,
+        cfg: SimRobotConfig,
+        transport: Transport,
+        max_episode_steps: int | None = None,
+        *,
+        clock_ns: Callable[[], int] | None = None,
+        wait: Callable[[float], object] | None = None,
     ) -> None:
         import sim
 
@@ -97,6 +105,8 @@ class SimRobotNode:
         for topic, msg in state_messages(obs, 0, self.profile, task_keys=self.task_keys).items():
             self._pubs[topic] = transport.publisher(topic, type(msg))
         self._stop = threading.Event()
+        self._clock_ns = clock_ns or time.monotonic_ns
+        self._wait = wait or self._stop.wait
         self._lock = threading.Lock()
         self._inbox: queue.Queue[tuple[str, Any]] = queue.Queue()
         self._seed = cfg.seed
@@ -248,6 +258,9 @@ class SimRobotNode:
         self.env.advance(ticks)
         self.stats.physics_ticks += ticks
 
+    def _now(self) -> float:
+        return self._clock_ns() * 1e-9
+
     def _run_realtime(self, duration_s: float | None) -> None:
         env, cfg = self.env, self.cfg
         dt = float(env.model.opt.timestep)
@@ -255,14 +268,14 @@ class SimRobotNode:
         state_period = 1.0 / cfg.state_hz
         control_period = 1.0 / cfg.control_hz
         self._reset(cfg.seed, time.time_ns())
-        t_phys = time.monotonic()  # wall time the physics has reached
+        t_phys = self._now()  # wall time the physics has reached
         next_state = t_phys
         next_control = t_phys + control_period  # step 1 a full period after the reset
         end = None if duration_s is None else t_phys + duration_s
         hold = (env.state.ee_pos.copy(), env.state.ee_rot.copy())
         env.track(*hold)
         while not self._stop.is_set():
-            now = time.monotonic()
+            now = self._now()
             if end is not None and now > end:
                 return
             try:
@@ -274,7 +287,7 @@ class SimRobotNode:
                         self._reset(int(msg.data[0]), time.time_ns())
                         hold = (env.state.ee_pos.copy(), env.state.ee_rot.copy())
                         env.track(*hold)
-                        t_phys = next_state = time.monotonic()
+                        t_phys = next_state = self._now()
                         next_control = t_phys + control_period
             except queue.Empty:
                 pass
@@ -308,7 +321,7 @@ class SimRobotNode:
                 trunc = self._step >= env.max_episode_steps
                 self._publish_episode(time.time_ns(), reward, success, success, trunc)
             wake = min(next_state, next_control, t_phys + dt)
-            time.sleep(max(0.0, wake - time.monotonic()))
+            self._wait(max(0.0, wake - self._now()))
 
     def close(self) -> None:
         self.stop()
