@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from robotrl.config_help import reference_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,3 +33,36 @@ def test_every_key_is_one_table_row_with_escaped_text():
     assert "none \\| scripted" in human
     name = next(r for r in rows if r.startswith("| `name`"))
     assert "&lt;output_dir&gt;" in name  # not an HTML tag for the site
+
+
+@pytest.mark.parametrize(
+    ("config", "required", "cls"),
+    [
+        ("train_rl", ["checkpoint=x"], "robotrl.algos.residual_training:TrainConfig"),
+        ("train_rl", ["checkpoint=x"], "robotrl.algos.dsrl_training:DSRLTrainConfig"),
+        ("train_rl", ["checkpoint=x"], "robotrl.algos.flow_pg_training:FlowTrainConfig"),
+        ("train_bc", ["dataset=x"], "robotrl.bc_training:BCConfig"),
+        ("distill", ["checkpoint=x"], "policies.distillation:DistillConfig"),
+        ("train_reward", ["dataset=x"], "robotrl.algos.reward_training:RewardTrainConfig"),
+    ],
+)
+def test_command_defaults_equal_the_dataclass_defaults(config, required, cls) -> None:
+    # a top-level key that names a field of the dataclass the command builds has its default
+    # (train_rl's sections: test_train_rl_command)
+    import dataclasses
+    import importlib
+
+    from robotrl.config_help import compose
+
+    module, name = cls.split(":")
+    fields = {f.name: f for f in dataclasses.fields(getattr(importlib.import_module(module), name))}
+    cfg = compose(config, required)
+    shared = [k for k in cfg if k in fields]
+    assert shared, f"{config}.yaml shares no key with {name}"
+    for key in shared:
+        f = fields[key]
+        default = f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
+        value = cfg[key]
+        value = list(value) if hasattr(value, "__len__") and not isinstance(value, str) else value
+        default = list(default) if isinstance(default, tuple) else default
+        assert value == default, f"{config}.{key}: yaml {value!r}, {name} {default!r}"

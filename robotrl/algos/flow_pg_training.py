@@ -31,7 +31,7 @@ class FlowTrainConfig:
     """
 
     total_env_steps: int = 100_000
-    eval_every: int = 10_000
+    eval_every: int = 2_000
     target_success: float | None = None
     seed: int = 0
 
