@@ -447,9 +447,11 @@ def reference_markdown(commands: Sequence[tuple[str, str, str]]) -> str:
         "Every key of every `robotrl` command, with its default and meaning. This page is",
         "generated from the YAML files in `robotrl/conf/` (`python -m robotrl.commands",
         "docs/configuration.md`); `robotrl <command> --help` prints the same. Override a key with",
-        "`key=value`, a nested one with `a.b=value`. The RL sections (`residual`, `dsrl`,",
-        "`flow_pg`) hold the defaults of their dataclasses (`ResidualConfig`, `DSRLConfig`,",
-        "`FlowPGConfig`); a test keeps both equal.",
+        "`key=value`, a nested one with `a.b=value`; an unknown key, or a value of another type",
+        "than the default's (`total_steps=abc`), is refused in one line before anything runs.",
+        "Keys that the command hands to a dataclass (the RL sections `residual`, `dsrl`,",
+        "`flow_pg`; the training loops' and BC's settings) hold that dataclass's defaults; tests",
+        "keep both equal.",
     ]
     for command, config_name, summary in commands:
         doc = read_config_doc(config_name)
@@ -474,4 +476,48 @@ def compose(
     (e.g. ``train-bc``) is named in its hint.
     """
     checked = check_overrides(config_name, overrides, command)
-    return hydra_compose(config_name, checked)
+    cfg = hydra_compose(config_name, checked)
+    check_types(config_name, checked, cfg)
+    return cfg
+
+
+def _kind(value: Any) -> str | None:
+    """The type a default asks of its overrides (None: any)."""
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, list):
+        return "a list"
+    return None  # strings, null and mappings: checked by the command that reads them
+
+
+def _fits(kind: str, value: Any) -> bool:
+    if value is None:
+        return True  # null: the command decides whether the key may be empty
+    if kind == "true or false":
+        return isinstance(value, bool)
+    if kind == "an integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "a number":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    return isinstance(value, list)
+
+
+def check_types(config_name: str, overrides: Sequence[str], cfg: DictConfig) -> None:
+    """Raise :class:`ConfigKeyError` when an override's value is not of its default's type
+    (``total_steps=abc``, ``residual.utd=1.5``, ``progress=maybe``), before any work starts."""
+    values = flatten(OmegaConf.to_container(cfg, resolve=False))
+    choices = tuple(o for o in overrides if parse_override(o).path in config_groups())
+    defaults = _composed_keys(config_name, choices)
+    for text in overrides:
+        o = parse_override(text)
+        if o.value is None or o.path not in defaults or o.path not in values:
+            continue
+        kind = _kind(defaults[o.path])
+        if kind is not None and not _fits(kind, values[o.path]):
+            raise ConfigKeyError(
+                f"{o.path}={o.value}: expected {kind} (default {defaults[o.path]!r})"
+            )

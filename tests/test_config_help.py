@@ -1,6 +1,7 @@
 """The configuration reference page: generated from the YAML configs, kept current, valid
 markdown tables."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -66,3 +67,29 @@ def test_command_defaults_equal_the_dataclass_defaults(config, required, cls) ->
         value = list(value) if hasattr(value, "__len__") and not isinstance(value, str) else value
         default = list(default) if isinstance(default, tuple) else default
         assert value == default, f"{config}.{key}: yaml {value!r}, {name} {default!r}"
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("total_steps=abc", "total_steps=abc: expected an integer (default 20000)"),
+        ("residual.utd=1.5", "residual.utd=1.5: expected an integer"),
+        ("progress=maybe", "progress=maybe: expected true or false"),
+        ("residual.actor_lr=fast", "residual.actor_lr=fast: expected a number"),
+    ],
+)
+def test_an_override_of_the_wrong_type_is_refused(override, message) -> None:
+    from robotrl.config_help import ConfigKeyError, compose
+
+    with pytest.raises(ConfigKeyError, match=re.escape(message)):
+        compose("train_rl", ["checkpoint=x", override])
+
+
+def test_overrides_of_the_right_type_pass() -> None:
+    from robotrl.config_help import compose
+
+    cfg = compose(
+        "train_rl",
+        ["checkpoint=x", "residual.actor_lr=1", "target_success=null", "obs_keys=[state/ee_pos]"],
+    )
+    assert cfg.residual.actor_lr == 1 and cfg.target_success is None
