@@ -15,7 +15,7 @@ import sys
 
 from robotrl.benchmarks.sac_baseline import run_sac
 from robotrl.cli import compose
-from robotrl.train_rl_command import run_train_rl
+from robotrl.commands.train_rl import run_train_rl
 
 if __name__ == "__main__":
     args = [a for a in sys.argv[1:] if not a.startswith("sac_steps=")]

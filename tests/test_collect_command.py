@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from robotrl.cli import compose, main
-from robotrl.collect_command import run_collect
+from robotrl.commands.collect import run_collect
 from robotrl.datasets import EpisodeStore
 
 

@@ -6,9 +6,9 @@ from tiny_reach import reach_demos, tiny_checkpoint
 
 from robotrl.algos.dsrl import is_dsrl_checkpoint, load_steered_policy
 from robotrl.cli import compose
-from robotrl.eval_command import run_eval
+from robotrl.commands.eval import run_eval
+from robotrl.commands.train_rl import run_train_rl
 from robotrl.metrics import read_csv
-from robotrl.train_rl_command import run_train_rl
 
 
 @pytest.fixture(scope="module")

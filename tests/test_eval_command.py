@@ -6,7 +6,7 @@ from reflex_weights import pushing_down_low_critic
 from tiny_reach import reach_demos, tiny_checkpoint
 
 from robotrl.cli import compose
-from robotrl.eval_command import run_eval
+from robotrl.commands.eval import run_eval
 from robotrl.policy_env import safety_env_kwargs
 
 

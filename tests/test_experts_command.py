@@ -3,7 +3,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from robotrl.cli import compose
-from robotrl.experts_command import run_experts
+from robotrl.commands.experts import run_experts
 
 
 @pytest.mark.slow

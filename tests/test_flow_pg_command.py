@@ -6,8 +6,8 @@ from tiny_reach import reach_demos, tiny_checkpoint
 
 from policies.checkpoint import load_policy
 from robotrl.cli import compose, main
+from robotrl.commands.train_rl import run_train_rl
 from robotrl.metrics import read_csv
-from robotrl.train_rl_command import run_train_rl
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from robotrl.cli import compose
-from robotrl.quickstart import run_quickstart
+from robotrl.commands.quickstart import run_quickstart
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ from robotrl.algos.residual import ResidualAgent, ResidualConfig, save_agent
 from robotrl.algos.residual_policy import is_residual_checkpoint, load_residual_policy
 from robotrl.chunk_runner import SingleEnvPolicy
 from robotrl.cli import compose
-from robotrl.eval_command import run_eval
+from robotrl.commands.eval import run_eval
 
 KEYS = ["state/ee_pos", "state/goal_pos"]
 

@@ -190,8 +190,8 @@ def _json(text: str) -> dict:
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory) -> str:
     from robotrl.cli import compose
-    from robotrl.collect_command import run_collect
-    from robotrl.train_bc_command import run_train_bc
+    from robotrl.commands.collect import run_collect
+    from robotrl.commands.train_bc import run_train_bc
 
     root = tmp_path_factory.mktemp("ros2_eval")
     store = root / "reach.zarr"
@@ -219,7 +219,7 @@ def test_eval_over_dds_matches_in_process(tmp_path, checkpoint) -> None:
     Cyclone DDS on loopback, give the success and lengths of the in-process runs, same seeds."""
     from hardware.ros2.transport import loopback_config
     from robotrl.cli import compose
-    from robotrl.eval_command import run_eval
+    from robotrl.commands.eval import run_eval
 
     os.environ.setdefault("CYCLONEDDS_URI", loopback_config())
     domain = random.randint(1, 230)
@@ -290,7 +290,7 @@ def test_train_rl_runs_on_the_robot_env(tmp_path, checkpoint) -> None:
     where a sim gives the evaluation a world of its own."""
     from hardware.ros2.transport import loopback_config
     from robotrl.cli import compose
-    from robotrl.train_rl_command import run_train_rl
+    from robotrl.commands.train_rl import run_train_rl
 
     os.environ.setdefault("CYCLONEDDS_URI", loopback_config())
     domain = random.randint(1, 230)

@@ -6,8 +6,8 @@ import pytest
 
 from policies.checkpoint import load_policy
 from robotrl.cli import compose, main
-from robotrl.collect_command import run_collect
-from robotrl.train_bc_command import run_train_bc
+from robotrl.commands.collect import run_collect
+from robotrl.commands.train_bc import run_train_bc
 
 
 @pytest.fixture(scope="module")

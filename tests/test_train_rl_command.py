@@ -7,8 +7,8 @@ from tiny_reach import reach_demos, tiny_checkpoint
 
 from robotrl.algos.residual import load_agent
 from robotrl.cli import compose, main
+from robotrl.commands.train_rl import run_train_rl
 from robotrl.metrics import read_csv
-from robotrl.train_rl_command import run_train_rl
 
 TINY = [
     "total_steps=120",
@@ -64,7 +64,7 @@ def test_residual_with_demos_and_scripted_human(tmp_path, base_and_demos):
 
 @pytest.mark.slow
 def test_several_envs_step_in_slices_over_processes(tmp_path, base_and_demos, monkeypatch):
-    import robotrl.train_rl_command as command
+    import robotrl.commands.train_rl as command
     import sim.vector_env
 
     made = []

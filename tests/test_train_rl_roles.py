@@ -1,5 +1,6 @@
-"""robotrl.train_rl_roles: the config-to-overrides round trip the split role relies on, and the
-signal handling of the learner / actor roles (the processes themselves: test_train_rl_command)."""
+"""robotrl.commands.train_rl_roles: the config-to-overrides round trip the split role relies
+on, and the signal handling of the learner / actor roles (the processes themselves:
+test_train_rl_command)."""
 
 import os
 import signal
@@ -7,7 +8,7 @@ import signal
 from omegaconf import OmegaConf
 
 from robotrl.cli import compose
-from robotrl.train_rl_roles import overrides, stop_on_signals
+from robotrl.commands.train_rl_roles import overrides, stop_on_signals
 
 
 def test_overrides_recompose_the_same_config():

@@ -4,8 +4,8 @@ in seconds, for the tests of the commands that start from a checkpoint."""
 from pathlib import Path
 
 from robotrl.cli import compose
-from robotrl.collect_command import run_collect
-from robotrl.train_bc_command import run_train_bc
+from robotrl.commands.collect import run_collect
+from robotrl.commands.train_bc import run_train_bc
 
 
 def reach_demos(root: Path, episodes: int = 3) -> Path:

@@ -22,14 +22,14 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from robotrl.collect_command import run_collect
+from robotrl.commands.collect import run_collect
+from robotrl.commands.eval import run_eval
+from robotrl.commands.experts import run_experts
+from robotrl.commands.train_bc import run_train_bc
+from robotrl.commands.train_rl import run_train_rl
 from robotrl.config_help import compose
-from robotrl.eval_command import run_eval
 from robotrl.evaluation import wilson_interval
-from robotrl.experts_command import run_experts
 from robotrl.run import make_run_dir, save_config
-from robotrl.train_bc_command import run_train_bc
-from robotrl.train_rl_command import run_train_rl
 
 
 def _overrides(values: dict[str, Any]) -> list[str]:

@@ -8,7 +8,6 @@ Each runner imports its command module when it runs (a lazy import on purpose: `
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 
 from omegaconf import DictConfig
@@ -19,58 +18,58 @@ Command = Callable[[DictConfig], dict]
 
 
 def _experts(cfg: DictConfig) -> dict:
-    from robotrl.experts_command import run_experts
+    from robotrl.commands.experts import run_experts
 
     return run_experts(cfg)
 
 
 def _quickstart(cfg: DictConfig) -> dict:
-    from robotrl.quickstart import run_quickstart
+    from robotrl.commands.quickstart import run_quickstart
 
     return run_quickstart(cfg)
 
 
 def _collect(cfg: DictConfig) -> dict:
-    from robotrl.collect_command import run_collect
+    from robotrl.commands.collect import run_collect
 
     return run_collect(cfg)
 
 
 def _train_bc(cfg: DictConfig) -> dict:
-    from robotrl.train_bc_command import run_train_bc
+    from robotrl.commands.train_bc import run_train_bc
 
     return run_train_bc(cfg)
 
 
 def _train_rl(cfg: DictConfig) -> dict:
-    from robotrl.train_rl_command import run_train_rl
+    from robotrl.commands.train_rl import run_train_rl
 
     return run_train_rl(cfg)
 
 
 def _eval(cfg: DictConfig) -> dict:
-    from robotrl.eval_command import run_eval
+    from robotrl.commands.eval import run_eval
 
     return run_eval(cfg)
 
 
 def _train_reward(cfg: DictConfig) -> dict:
-    from robotrl.train_reward_command import run_train_reward
+    from robotrl.commands.train_reward import run_train_reward
 
     return run_train_reward(cfg)
 
 
 def _dataset(action: str) -> Command:
     def run(cfg: DictConfig) -> dict:
-        from robotrl import dataset_command
+        from robotrl.commands import dataset
 
-        return getattr(dataset_command, f"dataset_{action}")(cfg)
+        return getattr(dataset, f"dataset_{action}")(cfg)
 
     return run
 
 
 def _distill(cfg: DictConfig) -> dict:
-    from robotrl.distill_command import run_distill
+    from robotrl.commands.distill import run_distill
 
     return run_distill(cfg)
 
@@ -126,12 +125,3 @@ def config_reference() -> str:
     entries.append(("dataset <action>", "dataset", "inspect, verify, repair, import, export"))
     entries += [(f"bench {name}", cfg, summary) for name, (cfg, _, summary) in BENCHMARKS.items()]
     return reference_markdown(entries)
-
-
-if __name__ == "__main__":  # python -m robotrl.commands docs/configuration.md
-    text = config_reference()
-    if len(sys.argv) > 1:
-        with open(sys.argv[1], "w") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text)

@@ -19,6 +19,7 @@ from robotrl.algos.residual_training import (
     demo_buffer,
     train_residual,
 )
+from robotrl.commands.train_rl_roles import act, learn, plot_learning_curves, split
 from robotrl.datasets.episode_store import open_intact
 from robotrl.metrics import MetricsLogger, final_evaluation, log_episodes, worse_than_base
 from robotrl.policy_env import (
@@ -29,7 +30,6 @@ from robotrl.policy_env import (
     with_backend,
 )
 from robotrl.run import make_run_dir, save_config
-from robotrl.train_rl_roles import act, learn, plot_learning_curves, split
 from sim.vector_env import SlicedVectorEnv
 
 
@@ -111,12 +111,12 @@ ROLES = ("single", "learner", "actor", "split")
 
 
 def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
-    from robotrl.flow_pg_command import FLOW_ALGOS, run_flow_pg
+    from robotrl.commands.flow_pg import FLOW_ALGOS, run_flow_pg
 
     if cfg.algo in FLOW_ALGOS:
         return run_flow_pg(cfg)
     if cfg.algo == "dsrl":
-        from robotrl.dsrl_command import run_dsrl
+        from robotrl.commands.dsrl import run_dsrl
 
         return run_dsrl(cfg)
     if cfg.algo not in ("residual", "rlpd"):
