@@ -38,7 +38,7 @@ import numpy as np
 # base -> how it is built: task, expert demos, BC steps, backend for RL and evaluation
 BASES: dict[str, dict[str, Any]] = {
     "a": {"task": "lift", "demos": 15, "bc_steps": 1000, "backend": "mujoco", "budget": 20_000},
-    "b": {"task": "peg_insert", "demos": 60, "bc_steps": 2000, "backend": "mujoco",
+    "b": {"task": "peg_insert", "demos": 120, "bc_steps": 4000, "backend": "mujoco",
           "budget": 60_000},
     "c": {"same_as": "a", "backend": "pybullet", "budget": 20_000},
 }  # fmt: skip
@@ -109,19 +109,22 @@ def _robotrl(*args: str, log: Path) -> dict[str, Any]:
 
 def build_bases(out: Path, names: Sequence[str] = tuple(BASES)) -> dict[str, Any]:
     """The bases ``names`` of :data:`BASES` and those they derive from (reused when
-    ``bases.json`` has them)."""
+    ``bases.json`` has them built from the same task, demo count and BC steps)."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / "bases.json"
     done = json.loads(path.read_text()) if path.is_file() else {}
     wanted = set(names) | {BASES[n]["same_as"] for n in names if "same_as" in BASES[n]}
     for name, spec in BASES.items():
-        if name in done or name not in wanted:
+        recipe = ("task", "demos", "bc_steps")
+        ref = BASES[spec["same_as"]] if "same_as" in spec else spec
+        same = name in done and all(done[name].get(k) == ref.get(k) for k in recipe)
+        if same or name not in wanted:
             continue
         if "same_as" in spec:
             src = done[spec["same_as"]]
             entry = {**src, "backend": spec["backend"], "budget": spec["budget"]}
         else:
-            demos = out / f"demos_{name}.zarr"
+            demos = out / f"demos_{name}_{spec['demos']}.zarr"
             if not demos.exists():
                 _robotrl(
                     "collect", f"task={spec['task']}", "device=expert",

@@ -18,8 +18,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from policies.base import Policy
-
 LANGUAGE_KEY = "language"  # the instruction entry of an observation (str at the env)
 
 
@@ -126,6 +124,7 @@ class SingleEnvPolicy:
 
 
 def as_episode_policy(policy: Any, execute_horizon: int = 8) -> Any:
-    """``policy`` as an ``EpisodePolicy``: a chunk policy (:class:`policies.base.Policy`) wrapped
-    in a :class:`SingleEnvPolicy`; anything else (e.g. a residual on its base) is one already."""
-    return SingleEnvPolicy(policy, execute_horizon) if isinstance(policy, Policy) else policy
+    """``policy`` as an ``EpisodePolicy``: anything that predicts chunks (a
+    :class:`policies.base.Policy`, DSRL's steered base, a test's toy base) wrapped in a
+    :class:`SingleEnvPolicy`; anything else (e.g. a residual on its base) is one already."""
+    return SingleEnvPolicy(policy, execute_horizon) if hasattr(policy, "predict_chunk") else policy

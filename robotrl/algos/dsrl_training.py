@@ -22,7 +22,6 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from policies.base import Policy
 from robotrl.algos.dsrl import DSRLAgent, DSRLConfig, SteeredPolicy
 from robotrl.algos.residual import StateFeaturizer
 from robotrl.algos.residual_training import check_budget, freeze, recent_episode_rates
@@ -111,7 +110,8 @@ def train_dsrl(
     check_budget(train.total_steps, train.warmup_steps, train.eval_every)
     if num_envs < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
-    if not isinstance(base, Policy):
+    # any chunk policy whose sampler takes an initial noise (a Policy, or a test's toy base)
+    if not hasattr(base, "predict_chunk") or not hasattr(base, "action_horizon"):
         raise ValueError("DSRL steers a chunk policy with predict_chunk(obs, noise=...)")
     rng = np.random.default_rng(train.seed)
     torch.manual_seed(train.seed)
