@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -35,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from robotrl.algos.residual_split import RoleProcess
 from robotrl.distributed.actor_client import ActorClient
 from robotrl.distributed.learner_server import LearnerServer
 from robotrl.distributed.transitions import TransitionBatch, decode_arrays, encode_arrays
@@ -157,7 +157,7 @@ def run_learner(address: str, checkpoint: Path, deliveries: Path | None) -> None
                 state = {"theta": learner.theta, "version": np.array(server.version)}
                 tmp.write_bytes(encode_arrays(state))
                 os.replace(tmp, checkpoint)
-            time.sleep(1.0 / UPDATE_HZ)
+            stop.wait(1.0 / UPDATE_HZ)  # the update rate; SIGTERM ends it at once
     stats = server.stats()
     server.close()
     _emit(event="exit", **stats.__dict__)
@@ -189,22 +189,12 @@ def run_actor(address: str, duration: float, outbox_batches: int, batch_size: in
     _emit(event="done", flushed=flushed, regret=env.regret(actor.w), **s.__dict__)
 
 
-def _lines(proc: subprocess.Popen) -> list[dict[str, Any]]:
-    out, _ = proc.communicate(timeout=60)
-    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-
-
-def _start_learner(
-    address: str, checkpoint: Path, deliveries: Path
-) -> tuple[subprocess.Popen, dict[str, Any]]:
+def _start_learner(address: str, checkpoint: Path, deliveries: Path) -> RoleProcess:
     cmd = [sys.executable, __file__, "learner", "--address", address,
            "--checkpoint", str(checkpoint), "--deliveries", str(deliveries)]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    line = proc.stdout.readline() if proc.stdout else ""  # "ready": bound and serving
-    if not line.startswith("{"):
-        proc.kill()
-        raise RuntimeError(f"learner did not start (exit code {proc.wait()})")
-    return proc, json.loads(line)
+    proc = RoleProcess(cmd, "learner")
+    proc.wait_for(lambda m: m.get("event") == "ready", 60)  # bound and serving
+    return proc
 
 
 def demo(
@@ -214,34 +204,38 @@ def demo(
     outbox_batches: int = 8,
     batch_size: int = 16,
 ) -> dict[str, Any]:
-    """Run actor + learner processes for ``duration`` s, SIGKILL the learner ``kill_at`` s
-    after its first weight broadcast and restart it ``down`` s later on the same address;
-    returns the summary (see module docstring)."""
+    """Run actor + learner processes for ``duration`` s, SIGKILL the learner once the actor has
+    run ``kill_at`` s on weights, restart it once the actor has seen it gone for ``down`` s (both
+    read from the actor's progress lines), on the same address; returns the summary (see
+    module docstring)."""
     with tempfile.TemporaryDirectory() as tmp:
         ckpt, deliveries = Path(tmp) / "learner.safetensors", Path(tmp) / "deliveries.txt"
-        learner, ready = _start_learner("tcp://127.0.0.1:*", ckpt, deliveries)
-        address = ready["address"]  # the restarted learner binds the same port
-        actor = subprocess.Popen(
+        learner = _start_learner("tcp://127.0.0.1:*", ckpt, deliveries)
+        address = learner.lines[0]["address"]  # the restarted learner binds the same port
+        actor = RoleProcess(
             [sys.executable, __file__, "actor", "--address", address,
              "--duration", str(duration), "--outbox-batches", str(outbox_batches),
              "--batch-size", str(batch_size)],
-            stdout=subprocess.PIPE, text=True,
+            "actor",
         )  # fmt: skip
-        t0 = time.monotonic()
-        while not ckpt.exists():  # the learner's first publish: learning has started
-            if time.monotonic() - t0 > 60 or actor.poll() is not None:
-                learner.kill()
-                actor.kill()
-                raise RuntimeError("the learner never published weights")
-            time.sleep(0.01)
-        time.sleep(kill_at)
-        learner.kill()  # SIGKILL: no goodbye, queued batches never acknowledged
-        learner.communicate()
-        time.sleep(down)
-        learner, ready2 = _start_learner(address, ckpt, deliveries)
-        actor_lines = _lines(actor)
-        learner.send_signal(signal.SIGTERM)
-        learner_exit = _lines(learner)[-1]
+        try:
+            # learning has started: the actor acts on published weights
+            first = actor.wait_for(lambda m: m.get("version", 0) > 0, 60)
+            actor.wait_for(lambda m: m.get("t", 0) >= first["t"] + kill_at, 60)
+            learner.kill()  # SIGKILL: no goodbye, queued batches never acknowledged
+            t_kill = max(m.get("t", 0) for m in actor.lines)
+            gone = actor.wait_for(lambda m: m.get("t", 0) > t_kill and not m["connected"], 60)
+            actor.wait_for(lambda m: m.get("t", 0) >= gone["t"] + down, 60)
+            learner = _start_learner(address, ckpt, deliveries)
+            ready2 = learner.lines[0]
+            actor.wait_for(lambda m: m.get("event") == "done", duration + 60)
+        except BaseException:
+            actor.kill()
+            learner.kill()
+            raise
+        actor_lines = actor.lines
+        learner.stop(60)  # SIGTERM: it checkpoints and reports
+        learner_exit = learner.wait_for(lambda m: m.get("event") == "exit", 60)
         unique: dict[tuple[str, ...], int] = {}
         lines = deliveries.read_text().splitlines()
         for line in lines:

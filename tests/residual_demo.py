@@ -10,7 +10,8 @@ residual actor) and the learner (replay + updates) are separate processes over Z
 1. learner and actor start; the actor is SIGKILLed at ``kill_actor_at`` env steps and a new
    actor process (same id, new epoch) continues the budget;
 2. once the learner has published weights and the run has reached ``kill_learner_at`` env
-   steps, the learner is SIGKILLed and restarted ``down`` s later on the same address; it
+   steps, the learner is SIGKILLed and restarted once the actor has seen it gone for ``down`` s
+   (read from the actor's progress lines), on the same address; it
    resumes from its last checkpoint (its replay is lost);
 3. the second actor finishes, flushes, and the learner is stopped.
 
@@ -215,7 +216,12 @@ def run(
             learner.kill()  # SIGKILL: no checkpoint, no goodbye, queued batches never acked
             learner_killed_t = time.time() - t0
             old_learner = learner
-            time.sleep(down)
+            # restart once the actor has seen the learner gone and run on for ``down`` s
+            t_kill = max(m.get("t", 0) for m in a2.lines)
+            gone = a2.wait_for(
+                lambda m: m.get("t", 0) > t_kill and m.get("connected") is False, timeout
+            )
+            a2.wait_for(lambda m: m.get("t", 0) >= gone["t"] + down, timeout)
             learner = RoleProcess([*learner_cmd, "--address", address], "learner2")
             ready2 = learner.wait_for(lambda m: m.get("event") == "ready", 120)
             learner_restarted_t = time.time() - t0

@@ -25,6 +25,8 @@ class RoleProcess:
     def __init__(self, cmd: Sequence[str], name: str, cwd: str | None = None) -> None:
         self.name = name
         self.lines: list[dict[str, Any]] = []
+        self._ended = False  # stdout reached its end (the process closed it or exited)
+        self._cond = threading.Condition()  # notified on every new line and at the end
         self.proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, text=True, cwd=cwd)
         self._reader = threading.Thread(target=self._read, name=f"{name}-stdout", daemon=True)
         self._reader.start()
@@ -34,35 +36,39 @@ class RoleProcess:
         for line in self.proc.stdout:
             if line.startswith("{"):
                 try:
-                    self.lines.append(json.loads(line))
+                    parsed = json.loads(line)
                 except json.JSONDecodeError:
                     continue
+                with self._cond:
+                    self.lines.append(parsed)
+                    self._cond.notify_all()
+        with self._cond:
+            self._ended = True
+            self._cond.notify_all()
 
     def wait_for(
         self, predicate: Callable[[dict[str, Any]], bool], timeout: float
     ) -> dict[str, Any]:
-        """The first line satisfying ``predicate``, waiting up to ``timeout`` s.
+        """The first line satisfying ``predicate``, waiting up to ``timeout`` s (woken by each
+        new line, not by polling).
 
         Raises:
-            RuntimeError: the process exited without such a line, or the time ran out.
+            RuntimeError: the process ended its output without such a line, or the time ran out.
         """
         deadline, seen = time.monotonic() + timeout, 0
-        while True:
-            lines = self.lines
-            for line in lines[seen:]:
-                if predicate(line):
-                    return line
-            seen = len(lines)
-            if self.proc.poll() is not None:
-                self._reader.join(1.0)
-                if len(self.lines) == seen:
-                    raise RuntimeError(
-                        f"{self.name} exited (code {self.proc.returncode}) before the awaited line"
-                    )
-                continue
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{self.name}: awaited line not seen within {timeout} s")
-            time.sleep(0.02)
+        with self._cond:
+            while True:
+                for line in self.lines[seen:]:
+                    if predicate(line):
+                        return line
+                seen = len(self.lines)
+                if self._ended:
+                    code = self.proc.wait()
+                    raise RuntimeError(f"{self.name} exited (code {code}) before the awaited line")
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise RuntimeError(f"{self.name}: awaited line not seen within {timeout} s")
+                self._cond.wait(remaining)
 
     def kill(self) -> None:
         """SIGKILL (no cleanup in the child) and reap."""
