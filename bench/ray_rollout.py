@@ -33,7 +33,8 @@ from typing import Any
 import numpy as np
 
 import sim
-from robotrl.distributed.ray_rollout import RayVectorEnv, init_ray
+from robotrl.distributed.cluster import connect
+from robotrl.distributed.ray_rollout import RayVectorEnv
 
 
 class _Local:
@@ -155,7 +156,7 @@ def main(argv: list[str]) -> dict[str, Any]:
     task = args.get("task", "lift")
     backends = args.get("backends", "mujoco,pybullet").split(",")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    init_ray(num_cpus=2)
+    connect(None, num_cpus=2)
     rng = np.random.default_rng(0)
     out: dict[str, Any] = {"task": task, "rounds": rounds, "slice_s": slice_s}
     for backend in backends:

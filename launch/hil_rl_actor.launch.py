@@ -1,12 +1,16 @@
 """Human-in-the-loop RL with the actor on the robot PC: ``robotrl train-rl role=actor`` streams
-transitions to a learner (a GPU box, or ``start_learner:=true`` on this machine) and acts with
-the latest weights; the human takes over with the teleop device (interventions go to both the
-online and the demo buffer). The actor steps the robot over ROS 2 (``backend=ros2``: the robot
-env on the ``profile``'s topics, settings from ``params_file``); ``use_sim:=true`` also starts
-the sim robot (then ``profile:=sim``).
+transitions to the learner (a Ray actor on a GPU box that joined the same Ray cluster, or
+``start_learner:=true`` on this machine) and acts with the latest weights; the human takes over
+with the teleop device (interventions go to both the online and the demo buffer). The actor
+steps the robot over ROS 2 (``backend=ros2``: the robot env on the ``profile``'s topics,
+settings from ``params_file``); ``use_sim:=true`` also starts the sim robot (then
+``profile:=sim``).
 
+    ray start --address=<gpu-box>:6379      # once: this PC joins the GPU box's Ray cluster
     ros2 launch launch/hil_rl_actor.launch.py checkpoint:=outputs/.../checkpoint \\
-        learner_address:=tcp://gpu-box:5555 human:=spacemouse
+        human:=spacemouse
+
+(``RAY_AUTH_MODE=token`` and the cluster's ``~/.ray/auth_token`` on this PC: docs/hardware.md.)
 """
 
 import os
@@ -35,9 +39,12 @@ def generate_launch_description() -> LaunchDescription:
             "profile", default_value="franka", description="topic profile: franka|generic|sim"
         ),
         DeclareLaunchArgument(
-            "learner_address",
-            default_value="tcp://127.0.0.1:5555",
-            description="learner endpoint the actor connects to (the learner binds it)",
+            "ray_address",
+            default_value="auto",
+            description="Ray cluster the learner runs in (auto: the one this PC joined)",
+        ),
+        DeclareLaunchArgument(
+            "learner", default_value="robotrl-learner", description="the learner's Ray actor name"
         ),
         DeclareLaunchArgument(
             "human",
@@ -71,7 +78,8 @@ def generate_launch_description() -> LaunchDescription:
             "backend=ros2",
             ["ros2.profile=", arg("profile")],
             ["ros2.params_file=", arg("params_file")],
-            ["address=", arg("learner_address")],
+            ["ray.address=", arg("ray_address")],
+            ["dist.learner=", arg("learner")],
             ["checkpoint=", arg("checkpoint")],
             ["human=", arg("human")],
             ["dist.actor_id=", arg("actor_id")],
@@ -87,7 +95,8 @@ def generate_launch_description() -> LaunchDescription:
             "robotrl",
             "train-rl",
             "role=learner",
-            ["address=", arg("learner_address")],
+            ["ray.address=", arg("ray_address")],
+            ["dist.learner=", arg("learner")],
             ["checkpoint=", arg("checkpoint")],
             ["total_steps=", arg("total_steps")],
             "name=hil-learner",

@@ -1,18 +1,19 @@
 """Split residual RL on the toy PointGoal task, with the learner and the actor each SIGKILLed and
 restarted once mid-run.
 
-The base is :class:`sim.toy.BiasedPointBase` (~13 % success); in one process the residual lifts
+The base is :class:`toy.BiasedPointBase` (~13 % success); in one process the residual lifts
 it past 90 % in ~2000 env steps (tests/test_residual_training.py). Here the actor (env + base +
-residual actor) and the learner (replay + updates) are separate processes over ZeroMQ::
+residual actor) is a process of its own and the learner (replay + updates) a Ray actor, in a
+Ray cluster of two nodes started as on two machines (``ray start --head``, then ``ray start
+--address``)::
 
     python tests/residual_demo.py run [--total-steps 3000 --hz 100 ...]
 
 1. learner and actor start; the actor is SIGKILLed at ``kill_actor_at`` env steps and a new
    actor process (same id, new epoch) continues the budget;
 2. once the learner has published weights and the run has reached ``kill_learner_at`` env
-   steps, the learner is SIGKILLed and restarted once the actor has seen it gone for ``down`` s
-   (read from the actor's progress lines), on the same address; it
-   resumes from its last checkpoint (its replay is lost);
+   steps, the learner's process is SIGKILLed; Ray restarts it and it resumes from its last
+   checkpoint (its replay is lost);
 3. the second actor finishes, flushes, and the learner is stopped.
 
 One JSON line reports the evaluated success curve (env steps, time, weights version, connected),
@@ -44,10 +45,9 @@ from robotrl.algos.residual_learner import ResidualLearner
 from robotrl.algos.residual_rollout import ResidualRollout
 from robotrl.algos.residual_split import RoleProcess
 from robotrl.algos.residual_training import TrainConfig, evaluate_residual
-from robotrl.distributed.learner_server import serve_learner
+from robotrl.distributed.learner_service import serve_learner
 
 EXECUTE_HORIZON = 1
-LINK: dict[str, Any] = dict(heartbeat_interval=0.1, peer_timeout=1.0)
 SETTLE_S = 120.0  # the last evaluation waits for the learner's owed updates (a loaded CPU lags)
 
 
@@ -71,30 +71,41 @@ def _emit(**fields: Any) -> None:
 
 
 def learner_main(address: str, state_dir: Path, deliveries: Path, seed: int = 0) -> None:
-    """Learner process: serve until SIGTERM, resuming from ``state_dir``; every delivered batch
-    is logged to ``deliveries`` (before its ack) as ``actor epoch seq n``."""
-    torch.set_num_threads(1)
-    agent = ResidualAgent(_featurizer().dim, 2, ResidualConfig(**RESIDUAL_SETTINGS), seed=seed)
-    learner = ResidualLearner(agent, toy_train(0, seed))
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    log = deliveries.open("a")
+    """Learner driver: run the learner as a restartable Ray actor in the cluster at
+    ``address`` until SIGTERM, resuming from ``state_dir``; every delivered batch is logged to
+    ``deliveries`` (before its ack) as ``actor epoch seq n``. Prints a ``ready`` line (with the
+    learner actor's pid) each time a (re)started learner answers."""
+    import ray
+    import toy
+
+    from robotrl.distributed.cluster import connect
+
+    ray.cloudpickle.register_pickle_by_value(toy)  # Ray's workers do not see tests/
+
+    def make_learner() -> ResidualLearner:
+        torch.set_num_threads(1)
+        agent = ResidualAgent(_featurizer().dim, 2, ResidualConfig(**RESIDUAL_SETTINGS), seed=seed)
+        return ResidualLearner(agent, toy_train(0, seed))
 
     def delivered(batch: Any) -> None:
-        log.write(f"{batch.actor_id} {batch.epoch} {batch.seq} {len(batch)}\n")
-        log.flush()
+        with open(deliveries, "a") as log:
+            log.write(f"{batch.actor_id} {batch.epoch} {batch.seq} {len(batch)}\n")
 
+    connect(address)  # before our handler: joining Ray installs its own SIGTERM handler
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     out = serve_learner(
-        learner,
-        address,
+        make_learner,
+        name="demo-learner",
+        address=address,
         state_dir=state_dir,
         stop=stop,
         publish_every_updates=50,
         publish_every_s=0.5,
         checkpoint_every_s=0.0,  # at every publish: a restart loses at most one period
-        on_ready=lambda info: _emit(event="ready", pid=os.getpid(), **info),
+        on_ready=lambda info: _emit(event="ready", **info),
         on_delivery=delivered,
-        **LINK,
+        poll_s=0.1,
     )
     _emit(event="exit", **out)
 
@@ -120,13 +131,14 @@ def actor_main(
         return {"success_rate": ev["success_rate"]}
 
     client = ActorClient(
-        address,
         "robot0",
+        "demo-learner",
+        address=address,
         batch_size=16,
         outbox_batches=outbox_batches,
         max_in_flight=4,
-        ack_timeout=1.0,
-        **LINK,
+        ack_timeout=2.0,
+        peer_timeout=1.0,
     )
     _emit(event="start", epoch=client.epoch, pid=os.getpid())
     try:
@@ -158,46 +170,43 @@ def _read_deliveries(path: Path) -> tuple[dict[tuple[str, str, str], int], int]:
 
 
 def run(
+    address: str | None = None,
     total_steps: int = 3000,
     hz: float = 50.0,
     kill_actor_at: int = 400,
     kill_learner_at: int = 700,
-    down: float = 3.0,
     outbox_batches: int = 8,
     seed: int = 0,
     timeout: float = 600.0,
+    port: int = 6391,
 ) -> dict[str, Any]:
-    """The demonstration (see the module docstring); returns its summary."""
+    """The demonstration (see the module docstring) in the Ray cluster at ``address`` (None:
+    start a two-node one on this machine, as a GPU box and a robot PC would); its summary."""
+    if address is None:
+        from ray_learner import two_node_cluster
+
+        with two_node_cluster(port) as addr:
+            return run(addr, total_steps, hz, kill_actor_at, kill_learner_at, outbox_batches,
+                       seed, timeout)  # fmt: skip
     py = [sys.executable, __file__]
+    env_address = ["--address", address]
     with tempfile.TemporaryDirectory() as tmp:
         state, log = Path(tmp) / "learner", Path(tmp) / "deliveries.txt"
-        learner_cmd = [*py, "learner", "--state-dir", str(state), "--deliveries", str(log)]
-        learner = RoleProcess([*learner_cmd, "--address", "tcp://127.0.0.1:*"], "learner")
+        learner_cmd = [*py, "learner", *env_address, "--state-dir", str(state)]
+        learner = RoleProcess([*learner_cmd, "--deliveries", str(log)], "learner")
         actors: list[RoleProcess] = []
         try:
-            ready = learner.wait_for(lambda m: m.get("event") == "ready", 120)
-            address = ready["address"]
+            ready = learner.wait_for(lambda m: m.get("event") == "ready", 300)
 
             def start_actor(offset: int, s: int) -> RoleProcess:
                 a = RoleProcess(
                     [
-                        *py,
-                        "actor",
-                        "--address",
-                        address,
-                        "--total-steps",
-                        str(total_steps),
-                        "--step-offset",
-                        str(offset),
-                        "--hz",
-                        str(hz),
-                        "--seed",
-                        str(s),
-                        "--outbox-batches",
-                        str(outbox_batches),
+                        *py, "actor", *env_address, "--total-steps", str(total_steps),
+                        "--step-offset", str(offset), "--hz", str(hz), "--seed", str(s),
+                        "--outbox-batches", str(outbox_batches),
                     ],
                     f"actor{len(actors)}",
-                )
+                )  # fmt: skip
                 actors.append(a)
                 return a
 
@@ -213,24 +222,17 @@ def run(
                 lambda m: m.get("env_steps", 0) >= kill_learner_at and m.get("version", -1) > 0,
                 timeout,
             )
-            learner.kill()  # SIGKILL: no checkpoint, no goodbye, queued batches never acked
+            # SIGKILL the learner's process: no checkpoint, no goodbye; Ray restarts it
+            os.kill(int(ready["pid"]), signal.SIGKILL)
             learner_killed_t = time.time() - t0
-            old_learner = learner
-            # restart once the actor has seen the learner gone and run on for ``down`` s
-            t_kill = max(m.get("t", 0) for m in a2.lines)
-            gone = a2.wait_for(
-                lambda m: m.get("t", 0) > t_kill and m.get("connected") is False, timeout
-            )
-            a2.wait_for(lambda m: m.get("t", 0) >= gone["t"] + down, timeout)
-            learner = RoleProcess([*learner_cmd, "--address", address], "learner2")
-            ready2 = learner.wait_for(lambda m: m.get("event") == "ready", 120)
+            ready2 = learner.wait_for(lambda m: m.get("event") == "ready" and m["restarted"], 300)
             learner_restarted_t = time.time() - t0
             done = a2.wait_for(lambda m: m.get("event") == "done", timeout)
         finally:
             for a in actors:
                 if a.proc.poll() is None:
                     a.kill()
-            learner.stop(60)
+            learner.stop(120)
         learner_exit = learner.last
         unique, redelivered = _read_deliveries(log)
     a2_epoch = str(a2.lines[0]["epoch"])
@@ -260,8 +262,8 @@ def run(
         "learner_killed_at": {"t": round(learner_killed_t, 2)},
         "learner_restarted_at": {"t": round(learner_restarted_t, 2)},
         "learner_down_s": round(learner_restarted_t - learner_killed_t, 2),
-        "resumed_version": ready2["version"],
-        "learner_killed_rc": old_learner.proc.returncode,
+        "learner_pids": [ready["pid"], ready2["pid"]],
+        "resumed_version": learner_exit.get("resumed_version"),
         "final_version": learner_exit.get("version"),
         "learner_exit": learner_exit,
         "surviving_actor": {
@@ -308,11 +310,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--outbox-batches", type=int, default=8)
     rp = sub.add_parser("run")
+    rp.add_argument("--address", default=None, help="a Ray cluster (default: start two nodes)")
     rp.add_argument("--total-steps", type=int, default=3000)
     rp.add_argument("--hz", type=float, default=50.0)
     rp.add_argument("--kill-actor-at", type=int, default=400)
     rp.add_argument("--kill-learner-at", type=int, default=700)
-    rp.add_argument("--down", type=float, default=3.0)
     rp.add_argument("--outbox-batches", type=int, default=8)
     a = p.parse_args(argv)
     if a.role == "learner":
@@ -321,8 +323,9 @@ def main(argv: list[str] | None = None) -> None:
         actor_main(a.address, a.total_steps, a.step_offset, a.hz, a.seed, a.outbox_batches)
     else:
         _emit(
-            **run(a.total_steps, a.hz, a.kill_actor_at, a.kill_learner_at, a.down, a.outbox_batches)
-        )
+            **run(a.address, a.total_steps, a.hz, a.kill_actor_at, a.kill_learner_at,
+                  a.outbox_batches)
+        )  # fmt: skip
 
 
 if __name__ == "__main__":

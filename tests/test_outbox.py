@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("zmq", reason="robotrl.distributed needs the 'dist' extra (pyzmq)")
-
 from robotrl.distributed.outbox import Outbox
 
 

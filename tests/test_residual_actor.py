@@ -4,14 +4,12 @@ arrive, then with the newest weights (versions increase), and every transition i
 from __future__ import annotations
 
 import itertools
-import socket
-import threading
 
 import numpy as np
 import pytest
-
-pytest.importorskip("zmq", reason="robotrl.distributed needs the 'dist' extra (pyzmq)")
-
+import ray_learner
+import toy
+from ray_learner import served
 from toy import STATE_STATS, BiasedPointBase, PointGoal
 
 from robotrl.algos.residual import ResidualAgent, ResidualConfig, StateFeaturizer
@@ -20,34 +18,30 @@ from robotrl.algos.residual_learner import ResidualLearner
 from robotrl.algos.residual_rollout import ResidualRollout
 from robotrl.algos.residual_training import TrainConfig
 from robotrl.distributed import ActorClient
-from robotrl.distributed.learner_server import serve_learner
+from robotrl.distributed.cluster import connect
 
 CFG = ResidualConfig(scale=0.5, hidden=32, ensemble=2, batch_size=32, utd=1)
-LINK = dict(heartbeat_interval=0.1, peer_timeout=1.0)
 
 
 def _feat():
     return StateFeaturizer(["state/pos", "state/goal"], STATE_STATS)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    ray = pytest.importorskip("ray", reason="robotrl.distributed needs the 'dist' extra (ray)")
+    for module in (ray_learner, toy):  # the workers do not see tests/
+        ray.cloudpickle.register_pickle_by_value(module)
+    connect(None)
+    yield
+    ray.shutdown()
 
 
 def test_actor_never_stalls_on_a_dead_learner_and_counts_its_transitions():
     train = TrainConfig(total_steps=400, warmup_noise=0.05, eval_every=10_000)
     rollout = ResidualRollout(BiasedPointBase(), PointGoal, _feat(), execute_horizon=1)
     agent = ResidualAgent(4, 2, CFG)
-    client = ActorClient(
-        f"tcp://127.0.0.1:{_free_port()}",
-        "lonely",
-        batch_size=8,
-        outbox_batches=6,
-        max_in_flight=2,
-        **LINK,
-    )
+    client = ActorClient("lonely", "nobody", batch_size=8, outbox_batches=6, max_in_flight=2)
     try:
         out = run_actor(client, rollout, agent, train, flush_timeout=0.5)
     finally:
@@ -74,28 +68,10 @@ def test_weights_reach_the_actor_with_increasing_versions(tmp_path):
     train = TrainConfig(
         total_steps=600, warmup_steps=100, critic_warmup_updates=20, eval_every=150, eval_episodes=2
     )
-    learner = ResidualLearner(ResidualAgent(4, 2, CFG), train)
-    stop, ready = threading.Event(), threading.Event()
-    info: dict = {}
-    result: dict = {}
 
-    def serve():
-        result.update(
-            serve_learner(
-                learner,
-                "tcp://127.0.0.1:*",
-                state_dir=tmp_path,
-                stop=stop,
-                publish_every_updates=10,
-                publish_every_s=0.2,
-                on_ready=lambda i: (info.update(i), ready.set()),
-                **LINK,
-            )
-        )
+    def make_learner():
+        return ResidualLearner(ResidualAgent(4, 2, CFG), train)
 
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    assert ready.wait(30)
     rollout = ResidualRollout(BiasedPointBase(), PointGoal, _feat(), execute_horizon=1)
     agent = ResidualAgent(4, 2, CFG, seed=1)
 
@@ -105,15 +81,16 @@ def test_weights_reach_the_actor_with_increasing_versions(tmp_path):
             "residual_norm": float(a.actor[-1].weight.detach().abs().sum()),
         }
 
-    client = ActorClient(info["address"], "robot0", batch_size=8, **LINK)
-    try:
-        out = run_actor(
-            client, rollout, agent, train, actor_hz=300.0, evaluate=evaluate, settle_s=60.0
-        )
-    finally:
-        client.close()
-        stop.set()
-        thread.join(30)
+    with served(make_learner, "l-residual", tmp_path, publish_every_updates=10,
+                publish_every_s=0.2) as box:  # fmt: skip
+        client = ActorClient("robot0", "l-residual", batch_size=8)
+        try:
+            out = run_actor(
+                client, rollout, agent, train, actor_hz=300.0, evaluate=evaluate, settle_s=60.0
+            )
+        finally:
+            client.close()
+    result = box["out"]
     # The last evaluation came after the learner ran every update it owed (a loaded CPU may
     # not have published anything during the 2 s of acting).
     assert out["settled"]
@@ -121,6 +98,6 @@ def test_weights_reach_the_actor_with_increasing_versions(tmp_path):
     assert versions[0] == -1 and versions[-1] > 1, versions
     assert all(b >= a for a, b in itertools.pairwise(versions)), versions
     assert out["evaluations"][-1]["residual_norm"] > 0  # the zero-init last layer was replaced
-    assert out["flushed"] and out["sent"] == out["acked"] == learner.received
+    assert out["flushed"] and out["sent"] == out["acked"] == result["received"]
     assert result["version"] >= versions[-1] and (tmp_path / "latest").is_file()
     np.testing.assert_equal(out["dropped"], 0)

@@ -46,7 +46,7 @@ def test_transitions_are_stored_once_their_successor_arrives():
     assert _stored(ln) == ([0.0, 1.0], [False, False])  # 2 is held until 3 arrives
     ln.on_transitions(_batch([3, 4], done_at=(4,), human_at=(3,)))
     assert _stored(ln) == ([0.0, 1.0, 2.0, 3.0, 4.0], [False] * 5)
-    assert ln.online.terminated[4] and len(ln.hil) == 1 and ln.cut == 0
+    assert ln.online.terminated[4] and len(ln.buffers.hil) == 1 and ln.cut == 0
     # the n-step chain runs 0 -> 1 -> 2 within the episode
     assert ln.online.gather(np.array([0]))["n"][0] == 3
 

@@ -9,10 +9,9 @@ from toy import RESIDUAL_SETTINGS, STATE_STATS, BiasedPointBase, PointGoal
 from robotrl.algos.residual import ResidualConfig, StateFeaturizer
 from robotrl.algos.residual_rollout import ResidualTransition
 from robotrl.algos.residual_training import (
+    ResidualReplay,
     TrainConfig,
     demo_buffer,
-    make_replay,
-    store_transition,
     train_residual,
 )
 from robotrl.datasets import EpisodeStore
@@ -92,7 +91,7 @@ def test_demo_transitions_are_flagged_for_imitation_and_online_ones_are_not(tmp_
     np.testing.assert_array_equal(demos.obs["demo"][:4], 1.0)
     np.testing.assert_array_equal(demos.obs["human"][:4], 0.0)
     np.testing.assert_array_equal(demos.next_obs["demo"][:4], 0.0)
-    online, hil, _ = make_replay(_feat().dim, 2, cfg, 100, demos=demos)
+    buffers = ResidualReplay(_feat().dim, 2, cfg, 100, demos=demos)
     t = ResidualTransition(
         env_id=0,
         features=np.zeros(4, np.float32),
@@ -105,9 +104,9 @@ def test_demo_transitions_are_flagged_for_imitation_and_online_ones_are_not(tmp_
         truncated=False,
         intervention=True,
     )
-    store_transition(online, hil, t)
-    assert online.obs["demo"][0] == 0.0 and online.obs["human"][0] == 1.0
-    assert hil.obs["demo"][0] == 0.0
+    buffers.store(t)
+    assert buffers.online.obs["demo"][0] == 0.0 and buffers.online.obs["human"][0] == 1.0
+    assert buffers.hil.obs["demo"][0] == 0.0
 
 
 def test_a_budget_that_ends_in_warm_up_is_refused_before_any_env_step():

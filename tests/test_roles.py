@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import pytest
+from ray_learner import Collect
 
-pytest.importorskip("zmq", reason="robotrl.distributed needs the 'dist' extra (pyzmq)")
-
-from bandit_demo import BanditActor, BanditLearner
-
+from robotrl.algos.residual import ResidualAgent, ResidualConfig
+from robotrl.algos.residual_actor import ResidualActor
 from robotrl.distributed import Actor, Learner
 
 
-def test_demo_roles_satisfy_the_protocols():
-    assert isinstance(BanditLearner(), Learner) and not isinstance(BanditLearner(), Actor)
-    assert isinstance(BanditActor(), Actor) and not isinstance(BanditActor(), Learner)
+def test_test_and_residual_roles_satisfy_the_protocols():
+    assert isinstance(Collect(), Learner) and not isinstance(Collect(), Actor)
+    actor = ResidualActor(ResidualAgent(4, 2, ResidualConfig(hidden=8, ensemble=2)))
+    assert isinstance(actor, Actor) and not isinstance(actor, Learner)
 
 
 def test_a_torch_module_fits_both_protocol_shapes():

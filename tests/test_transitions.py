@@ -5,8 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytest.importorskip("zmq", reason="robotrl.distributed needs the 'dist' extra (pyzmq)")
-
 from robotrl.distributed.transitions import (
     SchemaError,
     TransitionSchema,

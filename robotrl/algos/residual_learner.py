@@ -4,7 +4,7 @@
 :class:`ResidualLearner` is a :class:`robotrl.distributed.Learner`: transitions arrive in batches
 (``on_transitions``), :meth:`~ResidualLearner.work` runs the updates they owe, ``state_dict``
 is the residual actor the actors act with.
-:func:`robotrl.distributed.learner_server.serve_learner` serves it until told to stop.
+:func:`robotrl.distributed.serve_learner` runs it in a restartable Ray actor until told to stop.
 
 Schedule (as in one process, counted in transitions received instead of env steps): nothing
 until ``warmup_steps`` transitions, then ``critic_warmup_updates`` critic-only updates, then
@@ -38,7 +38,7 @@ import torch
 
 from robotrl.algos.residual import ResidualAgent, save_agent
 from robotrl.algos.residual_rollout import ResidualTransition
-from robotrl.algos.residual_training import TrainConfig, make_replay, store_transition
+from robotrl.algos.residual_training import ResidualReplay, TrainConfig
 from robotrl.datasets import ReplayBuffer
 
 LATEST = "latest"  # file naming the newest checkpoint subdirectory
@@ -74,7 +74,7 @@ class ResidualLearner:
         refill_steps: int | None = None,
     ) -> None:
         self.agent, self.cfg, self.train = agent, agent.cfg, train
-        self.online, self.hil, self.replay = make_replay(
+        self.buffers = ResidualReplay(
             agent.obs_dim,
             agent.act_dim,
             agent.cfg,
@@ -82,6 +82,7 @@ class ResidualLearner:
             demos=demos,
             num_envs=max_streams,
         )
+        self.online, self.replay = self.buffers.online, self.buffers.replay
         self.rng = np.random.default_rng(train.seed)
         self.max_streams = max_streams
         self.refill_steps = train.warmup_steps if refill_steps is None else refill_steps
@@ -140,7 +141,7 @@ class ResidualLearner:
                 self.owed += self.cfg.utd
 
     def _store(self, t: ResidualTransition) -> None:
-        store_transition(self.online, self.hil, t)
+        self.buffers.store(t)
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """The residual actor's weights (what actors act with)."""
@@ -209,10 +210,9 @@ class ResidualLearner:
         is none."""
         from policies.checkpoint import load_into, read_doc
 
-        root = Path(directory)
-        if not (root / LATEST).is_file():
+        sub = latest_checkpoint(directory)
+        if sub is None:
             return None
-        sub = root / (root / LATEST).read_text().strip()
         load_into(self.agent, sub)
         learner = read_doc(sub, "learner checkpoint")["meta"]["learner"]
         self.agent.updates = int(learner["updates"])
@@ -220,3 +220,12 @@ class ResidualLearner:
         self.critic_warmup_done = int(learner["critic_warmup_done"])
         self.resumed = True
         return int(learner["version"])
+
+
+def latest_checkpoint(directory: str | os.PathLike[str]) -> Path | None:
+    """The newest learner checkpoint in ``directory`` (a :func:`~robotrl.algos.residual.
+    load_agent` directory), or None if there is none."""
+    root = Path(directory)
+    if not (root / LATEST).is_file():
+        return None
+    return root / (root / LATEST).read_text().strip()

@@ -106,16 +106,19 @@ class RoleProcess:
 
 def run_split(
     learner_cmd: Sequence[str],
-    actor_cmd: Sequence[str],
+    actor_cmd: Callable[[dict[str, Any]], Sequence[str]],
     *,
     timeout: float = 24 * 3600.0,
+    start_timeout: float = 600.0,
     stop_timeout: float = 60.0,
 ) -> dict[str, Any]:
-    """Run both commands; when the actor exits, SIGTERM the learner. Returns ``{"learner":
-    its last JSON line, "actor": ..., "learner_rc", "actor_rc"}``."""
+    """Run the learner command; once it prints its ``{"event": "ready", "address", ...}``
+    line, run ``actor_cmd(that line)``; when the actor exits, SIGTERM the learner. Returns
+    ``{"learner": its last JSON line, "actor": ..., "learner_rc", "actor_rc"}``."""
     learner = RoleProcess(learner_cmd, "learner")
     try:
-        actor = RoleProcess(actor_cmd, "actor")
+        ready = learner.wait_for(lambda line: line.get("event") == "ready", start_timeout)
+        actor = RoleProcess(actor_cmd(ready), "actor")
         try:
             actor_rc = actor.wait(timeout)
         finally:

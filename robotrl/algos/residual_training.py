@@ -128,7 +128,12 @@ def demo_buffer(
         for t in range(t_len):
             last = t == t_len - 1
             buf.add(
-                {"features": feats[t], "base_action": base_actions[t], "human": 0.0, "demo": 1.0},
+                {
+                    "features": feats[t],
+                    "base_action": base_actions[t],
+                    **_NOT_IMITATED,
+                    "demo": 1.0,
+                },
                 full["action"][t],
                 float(full["reward"][t]),
                 {"features": feats[t + 1], "base_action": base_actions[t + 1], **_NOT_IMITATED},
@@ -203,44 +208,51 @@ def evaluate_residual(
     return out
 
 
-def make_replay(
-    feat_dim: int,
-    act_dim: int,
-    cfg: ResidualConfig,
-    buffer_size: int,
-    *,
-    demos: ReplayBuffer | None = None,
-    num_envs: int = 1,
-) -> tuple[ReplayBuffer, ReplayBuffer, MixedReplay]:
-    """The learner's buffers: ``(online, hil, replay)``. Online holds every transition; hil the
-    intervened ones, which join the demo side of every batch (HIL-SERL: demos and human data are
-    sampled together in proportion to their sizes); ``replay`` mixes online and demo side."""
-    spec = _spec(feat_dim, act_dim)
-    online = ReplayBuffer(
-        buffer_size, spec, act_dim, n_step=cfg.n_step, gamma=cfg.gamma, num_envs=num_envs
-    )
-    hil = ReplayBuffer(
-        max(buffer_size // 4, 1),
-        spec,
-        act_dim,
-        n_step=cfg.n_step,
-        gamma=cfg.gamma,
-        num_envs=num_envs,
-    )
-    demo_side = _UnionBuffer([demos, hil]) if demos is not None else hil
-    return online, hil, MixedReplay(online, demo_side, cfg.demo_fraction)  # type: ignore[arg-type]
+class ResidualReplay:
+    """The residual learner's buffers.
 
+    ``online`` holds every transition; ``hil`` the intervened ones. ``replay`` samples batches
+    mixing online data with the demo side (demos and interventions, in proportion to their
+    sizes: HIL-SERL's mix).
 
-def store_transition(online: ReplayBuffer, hil: ReplayBuffer, t: ResidualTransition) -> None:
-    """Write one transition to the online buffer, and to ``hil`` too when a human intervened;
-    ``t.env_id`` names its env stream in both."""
-    human = float(t.intervention)
-    o = {"features": t.features, "base_action": t.base_action, "human": human, "demo": 0.0}
-    o2 = {"features": t.next_features, "base_action": t.next_base_action, **_NOT_IMITATED}
-    args = (o, t.action, t.reward, o2, t.terminated, t.truncated)
-    online.add(*args, env_id=t.env_id)
-    if t.intervention:
-        hil.add(*args, env_id=t.env_id)
+    Args:
+        feat_dim: O. act_dim: A. cfg: residual hyperparameters (n-step, gamma, mix).
+        buffer_size: online capacity [transitions]; ``hil`` holds a quarter of it.
+        demos: the demo buffer (or None). num_envs: env streams the buffers interleave.
+    """
+
+    def __init__(
+        self,
+        feat_dim: int,
+        act_dim: int,
+        cfg: ResidualConfig,
+        buffer_size: int,
+        *,
+        demos: ReplayBuffer | None = None,
+        num_envs: int = 1,
+    ) -> None:
+        spec = _spec(feat_dim, act_dim)
+
+        def buffer(size: int) -> ReplayBuffer:
+            return ReplayBuffer(
+                size, spec, act_dim, n_step=cfg.n_step, gamma=cfg.gamma, num_envs=num_envs
+            )
+
+        self.online = buffer(buffer_size)
+        self.hil = buffer(max(buffer_size // 4, 1))
+        side = [b for b in (demos, self.hil) if b is not None]
+        self.replay = MixedReplay(self.online, _UnionBuffer(side), cfg.demo_fraction)  # type: ignore[arg-type]
+
+    def store(self, t: ResidualTransition) -> None:
+        """Write one transition (``t.env_id`` names its env stream) to ``online``, and to
+        ``hil`` when a human intervened."""
+        o = {"features": t.features, "base_action": t.base_action, **_NOT_IMITATED}
+        o["human"] = float(t.intervention)
+        o2 = {"features": t.next_features, "base_action": t.next_base_action, **_NOT_IMITATED}
+        args = (o, t.action, t.reward, o2, t.terminated, t.truncated)
+        self.online.add(*args, env_id=t.env_id)
+        if t.intervention:
+            self.hil.add(*args, env_id=t.env_id)
 
 
 def train_residual(
@@ -275,9 +287,10 @@ def train_residual(
     freeze(base)
     act_dim = base.action_dim
     agent = agent or ResidualAgent(featurizer.dim, act_dim, cfg, seed=train.seed)
-    online, hil, replay = make_replay(
+    buffers = ResidualReplay(
         featurizer.dim, act_dim, cfg, train.buffer_size, demos=demos, num_envs=num_envs
     )
+    replay = buffers.replay
     rollout = ResidualRollout(
         base,
         make_env,
@@ -289,8 +302,7 @@ def train_residual(
         vector_env=vector_env,
     )
 
-    def sink(t: ResidualTransition) -> None:
-        store_transition(online, hil, t)
+    sink = buffers.store
 
     result = TrainResult(agent=agent, episodes=rollout.episodes)
     start = time.perf_counter()

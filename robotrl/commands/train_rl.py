@@ -126,13 +126,17 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
     if cfg.role not in ROLES:
         raise ValueError(f"unknown role {cfg.role!r}; available: {list(ROLES)}")
     if cfg.role != "single":
-        from robotrl.distributed.protocol import check_address
+        import importlib.util
 
-        check_address(str(cfg.address), bind=cfg.role == "learner")
-        try:
-            import zmq  # noqa: F401
-        except ImportError as exc:
-            raise ValueError(f"role={cfg.role} needs the 'dist' extra (pyzmq): {exc}") from exc
+        if importlib.util.find_spec("ray") is None:  # not imported: see distributed.cluster
+            raise ValueError(
+                f"role={cfg.role} needs the 'dist' extra (ray): pip install robotrl[dist]"
+            )
+        if cfg.role == "actor" and not cfg.ray.get("address"):
+            raise ValueError(
+                "role=actor joins the learner's Ray cluster: give ray.address=auto (a node "
+                "started with `ray start --address=...`) or the address the learner printed"
+            )
     if cfg.role in ("single", "split"):  # one actor's budget feeds the learner's warm-up
         check_budget(cfg.total_steps, cfg.warmup_steps, cfg.eval_every)
     if cfg.role == "split":

@@ -49,31 +49,46 @@ def learn(
     meta: dict[str, Any],
     run_dir: Any,
 ) -> dict[str, Any]:
-    """role=learner: serve on ``address`` until SIGTERM / SIGINT; resume from learner_state."""
-    from robotrl.algos.residual_learner import ResidualLearner
-    from robotrl.distributed.learner_server import serve_learner
+    """role=learner: run the learner as a restartable Ray actor until SIGTERM / SIGINT; it
+    resumes from learner_state. Prints ``{"event": "ready", "address", ...}`` once it answers
+    (the address actors join with ``ray.address=``)."""
+    from robotrl.algos.residual import load_agent
+    from robotrl.algos.residual_learner import ResidualLearner, latest_checkpoint
+    from robotrl.distributed.cluster import connect
+    from robotrl.distributed.learner_service import serve_learner
 
     d = cfg.dist
-    torch.manual_seed(cfg.seed)
-    agent = ResidualAgent(featurizer.dim, base.action_dim, rcfg, seed=cfg.seed)
-    learner = ResidualLearner(agent, train, demos=demos)
+    obs_dim, act_dim, seed = featurizer.dim, base.action_dim, int(cfg.seed)
+
+    def make_learner() -> ResidualLearner:  # runs in the learner's Ray actor (again on restart)
+        torch.manual_seed(seed)
+        return ResidualLearner(ResidualAgent(obs_dim, act_dim, rcfg, seed=seed), train, demos=demos)
+
+    def ready(info: dict[str, Any]) -> None:
+        print(json.dumps({"event": "ready", **info}), flush=True)
+
     state_dir = d.learner_state or str(run_dir / "learner_state")
+    address = cfg.ray.get("address") or None
+    connect(address)  # before our handlers: joining Ray installs its own SIGTERM handler
     stop, restore = stop_on_signals()
     try:
         out = serve_learner(
-            learner,
-            str(cfg.address),
+            make_learner,
+            name=str(d.learner),
+            address=address,
             state_dir=state_dir,
             meta=meta,
             stop=stop,
             publish_every_updates=d.publish_every_updates,
             publish_every_s=d.publish_every_s,
             checkpoint_every_s=d.checkpoint_every_s,
-            peer_timeout=d.peer_timeout,
-            heartbeat_interval=d.peer_timeout / 10,
+            threads=cfg.get("threads") or 1,
+            on_ready=ready,
         )
     finally:
         restore()
+    last = latest_checkpoint(state_dir)  # the learner's final state (None: never ready)
+    agent = load_agent(last)[0] if last else ResidualAgent(obs_dim, act_dim, rcfg, seed=seed)
     counts = {k: out[k] for k in ("updates", "version", "received")}
     ckpt = save_agent(agent, run_dir / "checkpoint", {**meta, "learner": counts})
     return {
@@ -129,16 +144,16 @@ def act(
         if cfg.progress:
             print(json.dumps(row), file=sys.stderr, flush=True)
 
-    stop, restore = stop_on_signals()
     client = ActorClient(
-        str(cfg.address),
         d.actor_id,
+        str(d.learner),
+        address=cfg.ray.get("address") or None,
         batch_size=d.batch_size,
         batch_max_age=d.batch_max_age,
         outbox_batches=d.outbox_batches,
         peer_timeout=d.peer_timeout,
-        heartbeat_interval=d.peer_timeout / 10,
     )
+    stop, restore = stop_on_signals()  # after joining Ray, which installs its own handlers
     try:
         out = run_actor(
             client,
@@ -185,7 +200,8 @@ def overrides(cfg: DictConfig) -> list[str]:
 
 
 def split(cfg: DictConfig) -> dict[str, Any]:
-    """role=split: a learner and an actor subprocess talking over ``address`` (loopback)."""
+    """role=split: a learner subprocess (its own local Ray instance unless ``ray.address`` names
+    a cluster) and an actor subprocess that joins it."""
     from robotrl.algos.residual_split import run_split
 
     run_dir = make_run_dir(cfg.output_dir, cfg.name)
@@ -194,12 +210,13 @@ def split(cfg: DictConfig) -> dict[str, Any]:
     common = [
         o
         for o in overrides(cfg)
-        if not o.startswith(("role=", "output_dir=", "dist.learner_state="))
+        if not o.startswith(("role=", "output_dir=", "dist.learner_state=", "ray.address="))
     ]
     cmd = [sys.executable, "-m", "robotrl.cli", "train-rl", *common, f"output_dir={run_dir}"]
+    address = json.dumps(cfg.ray.get("address"))
     out = run_split(
-        [*cmd, "role=learner", f"dist.learner_state={json.dumps(state)}"],
-        [*cmd, "role=actor"],
+        [*cmd, "role=learner", f"dist.learner_state={json.dumps(state)}", f"ray.address={address}"],
+        lambda ready: [*cmd, "role=actor", f"ray.address={json.dumps(ready['address'])}"],
     )
     failed = out["learner_rc"] != 0 or out["actor_rc"] != 0
     return {

@@ -1,23 +1,23 @@
-"""Robot-side end of the actor/learner link: stream transitions out, take weights in.
+"""Robot-side end of the actor/learner split: stream transitions out, take weights in.
 
 The control loop only calls :meth:`ActorClient.add`, :meth:`~ActorClient.poll_weights` /
-:meth:`~ActorClient.sync` and :meth:`~ActorClient.stats`; none of them does network I/O or waits
-on the I/O thread (they validate, copy and append to a queue, or read a reference), so a dead,
-slow or restarting learner never stalls the robot. A background thread owns the ZeroMQ socket:
-it batches transitions, keeps them in the :class:`~robotrl.distributed.outbox.Outbox` until
-acknowledged, sends heartbeats, and reconnects.
+:meth:`~ActorClient.sync` and :meth:`~ActorClient.stats`; none of them talks to Ray or waits on
+the I/O thread (they validate, copy and append to a queue, or read a reference), so a dead, slow
+or restarting learner never stalls the robot. A background thread finds the learner (a named
+Ray actor, :mod:`robotrl.distributed.learner_service`), batches transitions, keeps them in the
+:class:`~robotrl.distributed.outbox.Outbox` until the learner acknowledges them, and pulls the
+newest weights.
 
-Deadlines: every batch must be acknowledged within ``ack_timeout`` or it is re-sent; a learner
-silent for ``peer_timeout`` (no pong, ack or weights although pings go out every
-``heartbeat_interval``) is declared dead: the socket is closed, a fresh one connects to the same
-address, and once the learner answers (restarted or back) every unacknowledged batch is re-sent.
-A learner that restarted faster than that is noticed by its new session id and gets the same
-re-send. Transitions are lost only by outbox overflow, and then counted (``dropped``).
+Deadlines: a push not answered within ``ack_timeout`` is sent again. A push that fails because
+the learner's process died makes the client re-send every unacknowledged batch once the learner
+answers again (Ray restarts it; the client counts a reconnect). Transitions are lost only by
+outbox overflow, and then counted (``dropped``).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections import deque
@@ -26,14 +26,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import zmq
 
-from robotrl.distributed import protocol as P
+from robotrl.distributed.learner_service import DEFAULT_NAME
 from robotrl.distributed.outbox import Outbox
 from robotrl.distributed.roles import Actor
 from robotrl.distributed.transitions import (
     TransitionSchema,
-    decode_arrays,
     encode_arrays,
     flatten_transition,
     stack,
@@ -41,10 +39,19 @@ from robotrl.distributed.transitions import (
 
 log = logging.getLogger(__name__)
 
+_ACTOR_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+def check_actor_id(actor_id: str) -> str:
+    """``actor_id`` if it is 1-64 characters of ``[A-Za-z0-9_.-]``; ValueError otherwise."""
+    if not isinstance(actor_id, str) or not _ACTOR_ID.fullmatch(actor_id):
+        raise ValueError(f"actor_id must be 1-64 characters of [A-Za-z0-9_.-], got {actor_id!r}")
+    return actor_id
+
 
 @dataclass(frozen=True)
 class WeightsUpdate:
-    """A state dict broadcast by the learner. ``version`` increases within a learner
+    """A state dict published by the learner. ``version`` increases within a learner
     ``session``; a restarted learner has a new session. ``published_at``/``received_at`` are
     ``time.monotonic()`` of the learner and of this process (comparable on one machine only)."""
 
@@ -63,65 +70,66 @@ class ActorStats:
     sent: int  # handed to add()
     acked: int  # acknowledged by the learner (delivered to its algorithm)
     dropped: int  # evicted by outbox overflow, never transmitted
-    rejected: int  # refused by the learner for good (nack: schema, stale epoch)
+    rejected: int  # refused by the learner for good (schema, stale epoch)
     pending: int  # not yet acknowledged (queued, batching, or in the outbox)
-    resent: int  # batches re-transmitted (late ack or reconnect)
+    resent: int  # batches re-transmitted (late ack or learner restart)
     in_flight: int  # batches transmitted and not yet acknowledged
     connected: bool  # the learner answered within peer_timeout
-    reconnects: int  # contacts re-established after a dead learner or a learner restart
+    reconnects: int  # contacts re-established after the learner failed
     weights_version: int  # newest version received (-1: none yet)
     last_error: str
 
 
 class ActorClient:
-    """Stream transitions to a :class:`~robotrl.distributed.LearnerServer` and receive weights.
+    """Stream transitions to the learner actor ``learner`` and receive its weights.
 
     Args:
-        address: the learner's endpoint, e.g. ``"tcp://127.0.0.1:5555"``.
         actor_id: stable name of this actor (1-64 of ``[A-Za-z0-9_.-]``). A restarted actor
             keeps its id and starts a new epoch (its start time in ns) with seq 0.
+        learner: the learner's Ray actor name (:func:`~robotrl.distributed.serve_learner`).
+        address: the Ray cluster ("auto", "host:port"; None: the one this process joined, or
+            a local instance).
         schema: fields/shapes/dtypes of a transition; default: those of the first ``add``.
         batch_size: T, transitions per batch.
         batch_max_age: s a partial batch waits before it is sent anyway.
         outbox_batches, outbox_bytes: outbox bounds (see :mod:`robotrl.distributed.outbox` for
             the spill policy).
         max_in_flight: transmitted, unacknowledged batches at most.
-        ack_timeout: s after which an unacknowledged batch is re-sent.
-        heartbeat_interval: s between pings (hellos while connecting).
-        peer_timeout: s of learner silence after which it is declared dead and reconnected.
+        ack_timeout: s after which an unanswered push is sent again.
+        pull_every_s: s between asks for newer weights.
+        peer_timeout: s without any answer after which the learner counts as gone.
     """
 
     def __init__(
         self,
-        address: str,
         actor_id: str,
+        learner: str = DEFAULT_NAME,
         *,
+        address: str | None = None,
         schema: TransitionSchema | None = None,
         batch_size: int = 64,
         batch_max_age: float = 0.05,
         outbox_batches: int = 1024,
         outbox_bytes: int = 256 << 20,
         max_in_flight: int = 16,
-        ack_timeout: float = 2.0,
-        heartbeat_interval: float = 0.2,
+        ack_timeout: float = 5.0,
+        pull_every_s: float = 0.2,
         peer_timeout: float = 2.0,
     ) -> None:
-        self.address = P.check_address(address, bind=False)
-        self.actor_id = P.check_actor_id(actor_id)
-        if batch_size < 1 or batch_max_age <= 0 or ack_timeout <= 0:
+        from robotrl.distributed.cluster import connect
+
+        self.actor_id = check_actor_id(actor_id)
+        if batch_size < 1 or batch_max_age <= 0 or ack_timeout <= 0 or pull_every_s <= 0:
             raise ValueError(
-                f"need batch_size >= 1, batch_max_age > 0, ack_timeout > 0; got "
-                f"{batch_size=}, {batch_max_age=}, {ack_timeout=}"
+                f"need batch_size >= 1, batch_max_age > 0, ack_timeout > 0, pull_every_s > 0; "
+                f"got {batch_size=}, {batch_max_age=}, {ack_timeout=}, {pull_every_s=}"
             )
-        if not 0 < heartbeat_interval < peer_timeout:
-            raise ValueError(
-                f"need 0 < heartbeat_interval < peer_timeout, got "
-                f"{heartbeat_interval=}, {peer_timeout=}"
-            )
+        self.learner_name = learner
+        self.address = connect(address)
         self.epoch = time.time_ns()
         self.batch_size, self.batch_max_age = batch_size, batch_max_age
-        self.ack_timeout = ack_timeout
-        self.heartbeat_interval, self.peer_timeout = heartbeat_interval, peer_timeout
+        self.ack_timeout, self.pull_every_s = ack_timeout, pull_every_s
+        self.peer_timeout = peer_timeout
         self._outbox = Outbox(outbox_batches, outbox_bytes, max_in_flight)
         self._schema = schema
         self._add_lock = threading.Lock()
@@ -132,16 +140,15 @@ class ActorClient:
         self._flushing = 0
         self._weights: WeightsUpdate | None = None
         self._polled: WeightsUpdate | None = None
-        self._connected = False
-        self._session: str | None = None
+        self._heard_at: float | None = None
+        self._failing = False  # the last call to the learner failed: re-send when it answers
         self._reconnects = 0
         self._last_error = ""
         self._failed: BaseException | None = None
         self._closed = False
         self._progress = threading.Condition()
         self._stop = threading.Event()
-        self._wake = P.Wakeup()
-        self._ctx = zmq.Context(io_threads=1)
+        self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"actor-{actor_id}", daemon=True)
         self._thread.start()
 
@@ -195,8 +202,13 @@ class ActorClient:
 
     @property
     def connected(self) -> bool:
-        """The learner answered within ``peer_timeout``."""
-        return self._connected
+        """The learner answered within ``peer_timeout`` and its last call did not fail."""
+        heard = self._heard_at
+        return (
+            heard is not None
+            and not self._failing
+            and time.monotonic() - heard <= self.peer_timeout
+        )
 
     @property
     def schema(self) -> TransitionSchema | None:
@@ -213,7 +225,7 @@ class ActorClient:
             pending=len(self._staging) + len(self._open) + ob.pending_transitions,
             resent=ob.resent_batches,
             in_flight=ob.in_flight,
-            connected=self._connected,
+            connected=self.connected,
             reconnects=self._reconnects,
             weights_version=-1 if w is None else w.version,
             last_error=self._last_error,
@@ -232,12 +244,25 @@ class ActorClient:
         finally:
             self._flushing -= 1
 
+    def wait_weights(self, min_version: int = 0, timeout: float = 10.0) -> WeightsUpdate | None:
+        """Wait up to ``timeout`` s for weights of version >= ``min_version`` (of any learner
+        session); the newest weights then, else None. For start-up, never in a control loop."""
+
+        def arrived() -> bool:
+            w = self._weights
+            return (w is not None and w.version >= min_version) or self._failed is not None
+
+        with self._progress:
+            self._progress.wait_for(arrived, timeout)
+        w = self._weights
+        return w if w is not None and w.version >= min_version else None
+
     def _settled(self) -> bool:
         return not (self._staging or self._open or len(self._outbox))
 
     def close(self, timeout: float = 2.0) -> None:
-        """Stop the I/O thread (telling the learner ``bye``) and release the socket. Pending
-        transitions are abandoned: call :meth:`flush` first to deliver them."""
+        """Stop the I/O thread. Pending transitions are abandoned: call :meth:`flush` first
+        to deliver them."""
         if self._closed:
             return
         self._closed = True
@@ -248,8 +273,6 @@ class ActorClient:
             raise RuntimeError(
                 f"ActorClient {self.actor_id!r}: I/O thread did not stop in {timeout} s"
             )
-        self._ctx.term()
-        self._wake.close()
 
     def __enter__(self) -> ActorClient:
         return self
@@ -259,44 +282,53 @@ class ActorClient:
 
     # ------------------------------------------------------------------ I/O thread
     def _run(self) -> None:
-        sock: zmq.Socket | None = None
+        import ray
+
+        handle = None
+        sent: dict[Any, int] = {}  # push reference -> seq
+        pull = None  # weights request in flight
+        next_pull = next_find = retry_at = 0.0
         try:
-            poller = zmq.Poller()
-            poller.register(self._wake.fileno(), zmq.POLLIN)
-            next_beat = last_heard = 0.0
             while not self._stop.is_set():
                 now = time.monotonic()
-                if sock is None:
-                    sock = self._open_socket(poller)
-                    next_beat, last_heard = now, now
                 self._seal(now)
-                if self._connected:
-                    self._transmit(sock, now)
-                if now >= next_beat:
-                    kind = P.PING if self._connected else P.HELLO
-                    P.send(sock, self._frames(kind))
-                    next_beat = now + self.heartbeat_interval
-                if now - last_heard > self.peer_timeout:
-                    if self._connected:
-                        log.warning(
-                            "actor %s: learner silent for %.1f s, reconnecting",
-                            self.actor_id,
-                            now - last_heard,
+                if handle is None and now >= next_find:
+                    handle = self._find(ray)
+                    next_find = now + self.pull_every_s
+                if handle is not None and now >= retry_at:
+                    for entry in self._outbox.due(now, self.ack_timeout):
+                        ref = handle.push.remote(
+                            self.actor_id, self.epoch, self._outbox.floor, entry.seq, entry.payload
                         )
-                    # A fresh socket drops whatever ZeroMQ still queued for the dead peer.
-                    poller.unregister(sock)
-                    sock.close(linger=0)
-                    sock, self._connected = None, False
-                    self._outbox.requeue()
-                    continue
-                wait = next_beat - now
-                if self._open:
-                    wait = min(wait, self._open_since + self.batch_max_age - now)
-                events = dict(poller.poll(max(0, int(wait * 1000)) + 1))
-                if self._wake.fileno() in events:
-                    self._wake.drain()
-                if sock in events and self._receive(sock):
-                    last_heard = time.monotonic()
+                        sent[ref] = entry.seq
+                        self._outbox.mark_sent(entry, now)
+                    if pull is None and now >= next_pull:
+                        w = self._weights
+                        pull = handle.weights.remote(None if w is None else (w.session, w.version))
+                        next_pull = now + self.pull_every_s
+                waiting = list(sent) + ([pull] if pull is not None else [])
+                busy = self._open or self._staging or self._flushing
+                wait = self.batch_max_age if busy else self.pull_every_s
+                if waiting:
+                    ready, rest = ray.wait(waiting, num_returns=1, timeout=wait)
+                    if rest and ready:
+                        ready += ray.wait(rest, num_returns=len(rest), timeout=0)[0]
+                else:
+                    self._wake.wait(wait)
+                    ready = []
+                self._wake.clear()
+                for ref in ready:
+                    if ref is pull:
+                        pull = None
+                        ok = self._answer(ray, ref, None)
+                    else:
+                        ok = self._answer(ray, ref, sent.pop(ref))
+                    if not ok:  # the learner is restarting: pause before the re-sends
+                        retry_at = time.monotonic() + self.pull_every_s
+                if sent and len(sent) > 4 * self._outbox.max_in_flight:
+                    # answers of pushes re-sent after a timeout: forget the oldest
+                    for ref in list(sent)[: len(sent) - 4 * self._outbox.max_in_flight]:
+                        sent.pop(ref)
                 with self._progress:
                     self._progress.notify_all()
         except BaseException as e:  # never die silently: add() and flush() report it
@@ -305,28 +337,52 @@ class ActorClient:
             log.exception("actor %s: I/O thread failed", self.actor_id)
             with self._progress:
                 self._progress.notify_all()
-        finally:
-            if sock is not None:
-                P.send(sock, self._frames(P.BYE))
-                sock.close(linger=0)
-            self._connected = False
 
-    def _open_socket(self, poller: zmq.Poller) -> zmq.Socket:
-        sock = self._ctx.socket(zmq.DEALER)
-        P.configure(
-            sock, heartbeat_interval=self.heartbeat_interval, peer_timeout=self.peer_timeout
-        )
-        sock.setsockopt(zmq.IMMEDIATE, 1)  # no queueing towards a peer that is not connected
-        sock.connect(self.address)
-        poller.register(sock, zmq.POLLIN)
-        return sock
+    def _find(self, ray: Any) -> Any:
+        from robotrl.distributed.cluster import NAMESPACE
 
-    def _frames(self, kind: str, payload: bytes | None = None, **fields: Any) -> list[bytes]:
-        w = self._weights
-        held = None if w is None else [w.session, w.version]
-        return P.pack(
-            kind, payload, a=self.actor_id, e=self.epoch, f=self._outbox.floor, w=held, **fields
-        )
+        try:
+            return ray.get_actor(self.learner_name, namespace=NAMESPACE)
+        except ValueError:
+            self._last_error = f"no learner named {self.learner_name!r} in the cluster yet"
+            return None
+
+    def _answer(self, ray: Any, ref: Any, seq: int | None) -> bool:
+        """Handle one finished call: a push (``seq``) or a weights request (None); False if
+        the call failed."""
+        try:
+            reply = ray.get(ref)
+            if seq is None and reply is not None:
+                session, version, published_at, state = reply
+                state = ray.get(state) if isinstance(state, ray.ObjectRef) else state
+        except ray.exceptions.RayError as e:
+            # the learner died (Ray restarts it) or failed on this batch: whatever was in
+            # flight may be lost, so every unacknowledged batch goes again once it answers
+            if not self._failing:
+                log.warning("actor %s: learner call failed (%s); re-sending", self.actor_id, e)
+            self._failing = True
+            self._last_error = f"learner call failed: {type(e).__name__}"
+            self._outbox.requeue()
+            return False
+        if self._failing:
+            self._failing = False
+            self._reconnects += 1
+            self._outbox.requeue()
+        self._heard_at = time.monotonic()
+        if seq is not None:
+            status, reason = reply
+            if status == "ack":
+                self._outbox.ack([seq])
+            elif self._outbox.reject(seq):
+                self._last_error = f"learner rejected batch {seq}: {reason}"
+                log.error("actor %s: %s", self.actor_id, self._last_error)
+        elif reply is not None:
+            cur = self._weights
+            if cur is None or cur.session != session or version > cur.version:
+                self._weights = WeightsUpdate(
+                    int(version), str(session), dict(state), float(published_at), time.monotonic()
+                )
+        return True
 
     def _seal(self, now: float) -> None:
         """Move queued transitions into batches, and full or old batches into the outbox."""
@@ -343,58 +399,3 @@ class ActorClient:
         rows = self._open
         self._outbox.push(len(rows), encode_arrays(stack(rows)))
         self._open = []
-
-    def _transmit(self, sock: zmq.Socket, now: float) -> None:
-        for entry in self._outbox.due(now, self.ack_timeout):
-            if not P.send(sock, self._frames(P.BATCH, entry.payload, s=entry.seq, n=entry.n)):
-                break
-            self._outbox.mark_sent(entry, now)
-
-    def _receive(self, sock: zmq.Socket) -> bool:
-        """Handle every waiting message; True if at least one came from the learner."""
-        heard = False
-        while True:
-            try:
-                frames = sock.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                return heard
-            try:
-                header, payload = P.unpack(frames, P.LEARNER_KINDS)
-                self._handle(header, payload)
-            except (P.ProtocolError, ValueError, TypeError, KeyError) as e:
-                self._last_error = f"bad message from the learner: {e}"
-                log.warning("actor %s: %s", self.actor_id, self._last_error)
-                continue
-            heard = True
-
-    def _handle(self, header: dict[str, Any], payload: bytes | None) -> None:
-        session = str(header["l"])
-        if not self._connected or session != self._session:
-            # First answer on a fresh socket, or a learner that restarted before we noticed:
-            # whatever was in flight may be lost, so all unacknowledged batches go again.
-            if self._session is not None:
-                self._reconnects += 1
-                log.info(
-                    "actor %s: learner %s answering, re-sending %d batches",
-                    self.actor_id,
-                    session,
-                    self._outbox.in_flight,
-                )
-            self._outbox.requeue()
-            self._session, self._connected = session, True
-        kind = header["k"]
-        if kind == P.ACK and header.get("e") == self.epoch:
-            self._outbox.ack(int(s) for s in header["s"])
-        elif kind == P.NACK and header.get("e") == self.epoch:
-            if self._outbox.reject(int(header["s"])):
-                self._last_error = f"learner rejected batch {header['s']}: {header.get('r')}"
-                log.error("actor %s: %s", self.actor_id, self._last_error)
-        elif kind == P.WEIGHTS:
-            if payload is None:
-                raise P.ProtocolError("weights message without payload")
-            version, cur = int(header["v"]), self._weights
-            if cur is None or cur.session != session or version > cur.version:
-                state = decode_arrays(payload)
-                self._weights = WeightsUpdate(
-                    version, session, state, float(header["t"]), time.monotonic()
-                )

@@ -17,7 +17,6 @@ import ``robotrl`` and ``sim`` and build the env from the pickled factory.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -25,21 +24,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from robotrl.distributed.cluster import connect
 from sim.vector_env import EnvSlice, SlicedVectorEnv
-
-
-def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
-    """Start (or join) Ray once per process: local with ``num_cpus`` when ``address`` is None,
-    else connect to the cluster at ``address``. No dashboard, no usage stats."""
-    import ray
-
-    if ray.is_initialized():
-        return
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    if address:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
-    else:
-        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
 
 
 class RaySlice:
@@ -109,7 +95,7 @@ class RayVectorEnv(SlicedVectorEnv):
             raise ValueError(f"num_workers must be >= 1, got {num_workers}")
         if envs_per_worker < 1:
             raise ValueError(f"envs_per_worker must be >= 1, got {envs_per_worker}")
-        init_ray(address, num_cpus or max(1, int(np.ceil(num_workers * cpus_per_worker))))
+        connect(address, num_cpus or max(1, int(np.ceil(num_workers * cpus_per_worker))))
         k = envs_per_worker
         handles = [RaySlice(env_fn, k, j + 1, cpus_per_worker) for j in range(num_workers)]
         self.per_worker = k

@@ -1,16 +1,20 @@
 """What an algorithm implements to run split across processes (structural: any object with
 these methods fits; no base class).
 
-The learner side (GPU box) is driven by :class:`~robotrl.distributed.LearnerServer`, the actor
-side (robot PC: env, policy, safety) uses :class:`~robotrl.distributed.ActorClient`::
+The learner side (GPU box) runs inside :class:`~robotrl.distributed.LearnerService`, a Ray
+actor; the actor side (robot PC: env, policy, safety) uses
+:class:`~robotrl.distributed.ActorClient`::
 
-    # learner process                        # actor process
-    server = LearnerServer(addr, learner)    client = ActorClient(addr, "robot0")
-    while training:                          while running:
-        server.deliver(timeout=0.01)             client.sync(actor)      # newest weights
-        learner.update()                         a = actor.act(obs)
-        server.updated()   # may publish         obs2, r, term, trunc, info = env.step(a)
-                                                 client.add(obs, a, r, obs2, term, trunc)
+    # learner process                              # actor process
+    serve_learner(make_learner, state_dir=d,       client = ActorClient("robot0")
+                  stop=stop)                       while running:
+    # in the Ray actor: push() -> on_transitions       client.sync(actor)      # newest weights
+    #                   loop: work(), publish          a = actor.act(obs)
+                                                       obs2, r, term, trunc, info = env.step(a)
+                                                       client.add(obs, a, r, obs2, term, trunc)
+
+A learner may also have ``work(max_updates) -> int`` (run due updates), ``ready`` (weights
+worth publishing exist), ``save(dir, version, meta)`` and ``resume(dir) -> version | None``.
 """
 
 from __future__ import annotations
@@ -30,8 +34,8 @@ class Learner(Protocol):
     def on_transitions(self, batch: TransitionBatch) -> None:
         """Take T transitions of one actor (e.g. ``for row in batch.rows(): buffer.add(**row)``).
 
-        Called in the thread that calls ``LearnerServer.deliver``; the batch is acknowledged to
-        the actor only after this returns, so raising leaves it to be re-sent.
+        The batch is acknowledged to the actor only after this returns, so raising leaves it
+        to be re-sent.
         """
         ...
 
