@@ -3,8 +3,6 @@ stale-state watchdog (hold with the reason, resume, status topic)."""
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -105,7 +103,13 @@ def test_watchdog_holds_with_the_stale_topic_and_resumes() -> None:
     bus = FakeTransport()
     holds, resumes = [], []
     dog = StateWatchdog(
-        cache, 0.05, on_hold=holds.append, on_resume=lambda: resumes.append(1), status=bus
+        cache,
+        0.05,
+        on_hold=holds.append,
+        on_resume=lambda: resumes.append(1),
+        status=bus,
+        clock=lambda: clock.t / 1e9,
+        run=False,  # the test ticks it, at the fake clock
     )
     env = sim.make("reach")
     obs, _ = env.reset(seed=0)
@@ -114,34 +118,28 @@ def test_watchdog_holds_with_the_stale_topic_and_resumes() -> None:
         for topic, msg in state_messages(obs, t_ns, SIM).items():
             cache.put(topic, msg)
 
-    try:
-        assert dog.held and "no state received yet" in dog.check()
-        publish_all(1)
-        _wait(lambda: not dog.held and resumes)  # the callbacks follow the flag
-        assert resumes == [1] and dog.check() == ""
-        clock.t += 40_000_000  # 40 ms: within the bound
-        assert dog.check() == "" and not dog.held  # the loop's own test, at the fake clock
-        # only the wrench topic keeps publishing; the others go stale
-        clock.t += 30_000_000
-        wrench = state_messages(obs, 2, SIM)[SIM.wrench]
-        cache.put(SIM.wrench, wrench)
-        _wait(lambda: dog.held and holds)
-        assert "70 ms old > 50 ms bound" in holds[0]
-        assert holds[0].split()[0] in (SIM.joint_states, SIM.ee_pose, SIM.gripper_joint_states)
-        assert bus.sent[STATUS_TOPIC][-1].data == f"hold: {holds[0]}"
-        assert dog.state.events[-1].reason == holds[0] and dog.state.events[-1].end is None
-        publish_all(3)
-        _wait(lambda: not dog.held and len(resumes) == 2)
-        assert resumes == [1, 1] and bus.sent[STATUS_TOPIC][-1].data == "ok"
-        assert dog.state.events[-1].end is not None
-    finally:
-        dog.close()
-
-
-def _wait(pred, timeout: float = 60.0) -> None:
-    """Poll until the watchdog thread has acted (no load makes a correct run time out)."""
-    end = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > end:
-            raise AssertionError("condition not reached")
-        time.sleep(0.002)
+    assert dog.held and "no state received yet" in dog.check()
+    publish_all(1)
+    dog.tick()
+    assert not dog.held and resumes == [1] and dog.check() == ""
+    clock.t += 40_000_000  # 40 ms: within the bound
+    dog.tick()
+    assert not dog.held and holds == []
+    # only the wrench topic keeps publishing; the others go stale
+    clock.t += 30_000_000
+    cache.put(SIM.wrench, state_messages(obs, 2, SIM)[SIM.wrench])
+    dog.tick()
+    assert dog.held and len(holds) == 1
+    assert "70 ms old > 50 ms bound" in holds[0]
+    assert holds[0].split()[0] in (SIM.joint_states, SIM.ee_pose, SIM.gripper_joint_states)
+    assert bus.sent[STATUS_TOPIC][-1].data == f"hold: {holds[0]}"
+    event = dog.state.events[-1]
+    assert event.reason == holds[0] and event.end is None and event.start == clock.t / 1e9
+    dog.tick()
+    assert len(holds) == 1  # one hold, not one per check
+    publish_all(3)
+    clock.t += 1_000_000
+    dog.tick()
+    assert not dog.held and resumes == [1, 1] and bus.sent[STATUS_TOPIC][-1].data == "ok"
+    assert dog.state.events[-1].end == clock.t / 1e9
+    dog.close()

@@ -38,4 +38,3 @@ def test_learning_survives_a_learner_kill_and_an_actor_kill():
     assert a["dropped"] == 0
     assert a["settled"], "the learner did not catch up within SETTLE_S"
     assert out["final_success"] >= out["base_success"] + 0.2, out["curve"]
-    assert a["step_ms_max"] < 250  # the control loop never waited on the dead learner

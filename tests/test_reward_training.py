@@ -1,7 +1,5 @@
 """Reward-classifier training learns a separable image problem; threshold and metrics maths."""
 
-import time
-
 import numpy as np
 import pytest
 import torch
@@ -57,7 +55,6 @@ def test_learns_red_square_vs_blue_square_quickly():
     model = RewardClassifier(["images/front"], image_size=(SIZE, SIZE), hidden=32, shift=1)
     before = average_precision(score(model, val), val.labels)
     rows = []
-    t0 = time.perf_counter()
     out = train_reward_classifier(
         model,
         train,
@@ -65,7 +62,6 @@ def test_learns_red_square_vs_blue_square_quickly():
         RewardTrainConfig(steps=50, batch_size=32, lr=3e-3, eval_every=25),
         log=lambda **r: rows.append(r),
     )
-    assert time.perf_counter() - t0 < 60
     assert out["best_val_ap"] > 0.95 > before
     assert not model.training  # frozen after training
     assert any("val_ap" in r for r in rows) and rows[-1]["step"] == 50

@@ -174,6 +174,9 @@ class StateWatchdog:
         poll_s: check period [s] (the hold latency is at most ``timeout_s + poll_s`` after the
             last sample).
         status: transport to publish ``ok`` / ``hold: <reason>`` on :data:`STATUS_TOPIC`.
+        clock: monotonic seconds the hold events are stamped with (the cache has its own).
+        run: check every ``poll_s`` on a thread of its own (False: the caller calls
+            :meth:`tick`).
     """
 
     def __init__(
@@ -185,6 +188,8 @@ class StateWatchdog:
         on_resume: Callable[[], None] | None = None,
         poll_s: float = 0.002,
         status: Transport | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        run: bool = True,
     ) -> None:
         if not (timeout_s > 0 and poll_s > 0):
             raise ValueError(f"expected timeout_s, poll_s > 0, got {timeout_s}, {poll_s}")
@@ -197,9 +202,12 @@ class StateWatchdog:
         self._status: Any = (
             status.publisher(STATUS_TOPIC, m.String, LATCHED_QOS) if status is not None else None
         )
+        self.clock = clock
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="state-watchdog", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
+        if run:
+            self._thread = threading.Thread(target=self._loop, name="state-watchdog", daemon=True)
+            self._thread.start()
 
     @property
     def held(self) -> bool:
@@ -221,26 +229,31 @@ class StateWatchdog:
             return f"{topic} {age * 1e3:.0f} ms old > {self.timeout_s * 1e3:.0f} ms bound"
         return ""
 
+    def tick(self) -> None:
+        """Check once: start a hold (flag, event, status, ``on_hold``) when the state went
+        stale, end it (``on_resume``) when every topic is fresh again."""
+        reason = self.check()
+        if reason and not self.state.held:
+            with self._lock:
+                self.state.held, self.state.reason = True, reason
+                self.state.events.append(HoldEvent(self.clock(), reason))
+            log.warning("hold: %s", reason)
+            self._publish(f"hold: {reason}")
+            if self.on_hold is not None:
+                self.on_hold(reason)
+        elif not reason and self.state.held:
+            with self._lock:
+                self.state.held, self.state.reason = False, ""
+                if self.state.events:
+                    self.state.events[-1].end = self.clock()
+            log.info("state fresh again: resuming")
+            self._publish("ok")
+            if self.on_resume is not None:
+                self.on_resume()
+
     def _loop(self) -> None:
         while not self._stop.wait(self.poll_s):
-            reason = self.check()
-            if reason and not self.state.held:
-                with self._lock:
-                    self.state.held, self.state.reason = True, reason
-                    self.state.events.append(HoldEvent(time.monotonic(), reason))
-                log.warning("hold: %s", reason)
-                self._publish(f"hold: {reason}")
-                if self.on_hold is not None:
-                    self.on_hold(reason)
-            elif not reason and self.state.held:
-                with self._lock:
-                    self.state.held, self.state.reason = False, ""
-                    if self.state.events:
-                        self.state.events[-1].end = time.monotonic()
-                log.info("state fresh again: resuming")
-                self._publish("ok")
-                if self.on_resume is not None:
-                    self.on_resume()
+            self.tick()
 
     def _publish(self, text: str) -> None:
         if self._status is not None:
@@ -248,4 +261,5 @@ class StateWatchdog:
 
     def close(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=1.0)
+        if self._thread is not None:
+            self._thread.join(timeout=1.0)
