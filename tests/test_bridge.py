@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 import pytest
+from waits import eventually
 
 pytest.importorskip("cyclonedds", reason="cyclonedds is in the 'ros2' extra")
 
@@ -31,12 +32,7 @@ TIMEOUT_S = 0.02  # watchdog bound of the kill test [s]; the sim robot publishes
 
 
 def _wait(pred, timeout: float) -> bool:
-    end = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.002)
-    return True
+    return eventually(pred, timeout)
 
 
 def test_joint_torque_mode_is_refused_honestly() -> None:

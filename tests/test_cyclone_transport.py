@@ -12,6 +12,7 @@ import threading
 import time
 
 import pytest
+from waits import eventually
 
 pytest.importorskip("cyclonedds", reason="cyclonedds is in the 'ros2' extra")
 
@@ -30,13 +31,8 @@ def domain() -> int:
     return random.randint(1, 230)
 
 
-def _wait(pred, timeout: float = 5.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.005)
-    return pred()
+def _wait(pred, timeout: float = 30.0) -> bool:
+    return eventually(pred, timeout)
 
 
 def test_roundtrip_every_message_type_in_process(domain: int) -> None:

@@ -21,6 +21,7 @@ import threading
 import numpy as np
 import pytest
 from ros2_fakes import FakeTransport, LockstepSim
+from waits import eventually
 
 import sim
 from hardware.devices import ExpertDevice
@@ -297,7 +298,6 @@ def test_real_time_robot_path_records_by_zero_order_hold(tmp_path):
     so not comparable bit for bit: the recorder holds each topic's newest state at the step
     stamps and pairs every step with an action the teleop really sent."""
     pytest.importorskip("cyclonedds", reason="cyclonedds is in the 'ros2' extra")
-    import time
 
     from hardware.ros2.bridge import BridgeNode
     from hardware.ros2.config import BridgeConfig, SimRobotConfig
@@ -333,7 +333,8 @@ def test_real_time_robot_path_records_by_zero_order_hold(tmp_path):
     try:
         for t in threads:
             t.start()
-        time.sleep(1.5)  # the operator resets once the teleop is driving
+        # the operator resets once the teleop is driving the robot
+        assert eventually(lambda: bridge.stats.applied > 10)
         reset.publish(m.Float64MultiArray(data=[5.0]))
         threads[0].join(timeout=30)
     finally:
@@ -368,12 +369,15 @@ def test_operator_episodes_on_a_robot_without_episode_messages(tmp_path):
     obs, _ = env.reset(seed=0)
     stop = threading.Event()
 
+    publishing = threading.Event()
+
     def robot() -> None:  # the arm's broadcasters at 200 Hz, stamped with the wall clock
         pubs: dict = {}
         while not stop.is_set():
             for topic, msg in state_messages(obs, time.time_ns(), FRANKA).items():
                 pubs.setdefault(topic, bus.publisher(topic, type(msg))).publish(msg)
-            time.sleep(0.005)
+            publishing.set()
+            stop.wait(0.005)
 
     def move(x: float) -> TeleopCommand:
         return TeleopCommand(np.array([x, 0, 0, 0, 0, 0, -1.0]), intervene=True)
@@ -407,7 +411,7 @@ def test_operator_episodes_on_a_robot_without_episode_messages(tmp_path):
     ]
     for t in threads:
         t.start()
-    time.sleep(0.05)
+    assert publishing.wait(30)
     try:
         stats = teleop.run(duration_s=5.0)
     finally:

@@ -20,6 +20,7 @@ import pytest
 pytest.importorskip("cyclonedds", reason="cyclonedds is in the 'ros2' extra")
 
 from ros2_fakes import FakeTransport, LockstepSim
+from waits import eventually
 
 import sim
 from hardware.ros2 import messages as m
@@ -176,7 +177,8 @@ def test_lockstep_hold_sends_no_extra_step(tmp_path, monkeypatch) -> None:
         env.reset(seed=1)
         _, _, _, _, info = env.step(np.zeros(7))  # a pose goes out; nobody steps on it
         assert info["hold"] and len(bus.sent[SIM.equilibrium_pose]) == 1
-        time.sleep(0.6)  # the watchdog holds (no state for 0.2 s)
+        assert eventually(lambda: env.watchdog.held)  # no state for 0.2 s: the watchdog holds
+        env.watchdog.tick()  # one more check while held: still nothing re-sent
         assert env.watchdog.held and len(bus.sent[SIM.equilibrium_pose]) == 1
     finally:
         env.close()

@@ -4,10 +4,10 @@ state at its rate, tracks equilibrium pose / gripper / stiffness commands and re
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 import pytest
+from waits import eventually
 
 pytest.importorskip("cyclonedds", reason="cyclonedds is in the 'ros2' extra")
 
@@ -31,12 +31,9 @@ def _start(node: SimRobotNode) -> threading.Thread:
     return thread
 
 
-def _wait(pred, timeout: float = 5.0) -> None:
-    end = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > end:
-            raise AssertionError("condition not reached")
-        time.sleep(0.005)
+def _wait(pred, timeout: float = 60.0) -> None:
+    if not eventually(pred, timeout):
+        raise AssertionError("condition not reached")
 
 
 def _episodes(bus: FakeTransport) -> list[dict[str, float]]:
