@@ -10,6 +10,7 @@ import threading
 import numpy as np
 import pytest
 from ros2_fakes import FakeTransport, LockstepSim
+from waits import eventually
 
 pytest.importorskip("rosbags", reason="rosbags is in the 'ros2' extra")
 
@@ -23,6 +24,7 @@ from hardware.ros2.bag import (
 )
 from hardware.ros2.config import RecorderConfig, TeleopNodeConfig
 from hardware.ros2.topics import SIM
+from robotrl.algos.residual_split import RoleProcess
 from robotrl.datasets import EpisodeStore
 from robotrl.datasets.rosbag_import import bag_topics, import_bags
 from robotrl.datasets.store_diff import diff_stores
@@ -157,29 +159,23 @@ def test_robotrl_bag_record_info_and_play_over_dds(tmp_path, capsys):
     env = {**os.environ, "ROS_DOMAIN_ID": str(random.randint(1, 230))}
     exe = os.path.join(os.path.dirname(sys.executable), "robotrl-bag")
     bag = tmp_path / "cli_bag"
-    proc = subprocess.Popen(
-        [exe, "record", str(bag), "--profile", "franka"],
-        env=env,
-        stdout=subprocess.PIPE,
-        text=True,
+    rec = RoleProcess(
+        [exe, "record", str(bag), "--profile", "franka", "--progress", "0.05"], "recorder", env=env
     )
     tr = CycloneTransport(int(env["ROS_DOMAIN_ID"]), "pub")
     try:
         pub = tr.publisher("/robotrl/intervention", m.Bool)
-        deadline = time.monotonic() + 5
-        while pub.matched_count() < 1 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert pub.matched_count() == 1, "the recorder never subscribed"
+        assert eventually(lambda: pub.matched_count() >= 1, 30), "the recorder never subscribed"
         for i in range(20):  # at a topic's pace: a burst can overrun a KEEP_LAST reader
             pub.publish(m.Bool(data=i % 2 == 0))
             time.sleep(0.01)
-        time.sleep(1.5)  # delivery to a recorder that may be starved of CPU
-        proc.terminate()  # SIGTERM: the recorder finishes the bag
-        out, _ = proc.communicate(timeout=30)
+        # the recorder's progress lines say when all 20 are in the bag
+        rec.wait_for(lambda line: line.get("recording", {}).get("/robotrl/intervention") == 20, 60)
+        rec.stop(30)  # SIGTERM: the recorder finishes the bag
     finally:
-        proc.kill()
+        rec.stop(5)
         tr.close()
-    assert json.loads(out.strip().splitlines()[-1])["counts"]["/robotrl/intervention"] == 20
+    assert rec.last["counts"]["/robotrl/intervention"] == 20
 
     capsys.readouterr()
     assert main(["info", str(bag)]) == 0

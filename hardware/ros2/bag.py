@@ -15,6 +15,7 @@ so ``robotrl dataset import --from rosbag`` reads what is recorded here.
 
 from __future__ import annotations
 
+import math
 import queue
 import threading
 import time
@@ -257,6 +258,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     rec.add_argument("--storage", choices=STORAGES, default="sqlite3")
     rec.add_argument("--clock", choices=("receive", "stamp"), default="receive")
     rec.add_argument("--duration", type=float, default=0.0, help="[s]; 0: until Ctrl-C")
+    rec.add_argument(
+        "--progress", type=float, default=0.0, help="[s] between JSON lines of counts; 0: none"
+    )
     play = sub.add_parser("play", help="publish a bag at its timing")
     play.add_argument("path")
     play.add_argument("--rate", type=float, default=1.0, help="speed factor; 0: unpaced")
@@ -286,8 +290,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         recorder = BagRecorder(args.path, transport, topics, storage=args.storage, clock=args.clock)
+        end = time.monotonic() + args.duration if args.duration > 0 else math.inf
         try:
-            stop.wait(args.duration if args.duration > 0 else None)
+            while not stop.is_set() and time.monotonic() < end:
+                period = args.progress if args.progress > 0 else math.inf
+                wait = min(period, end - time.monotonic())
+                if stop.wait(None if math.isinf(wait) else max(wait, 0.0)):
+                    break
+                if args.progress > 0:
+                    counts = dict(recorder.counts)
+                    print(json.dumps({"bag": args.path, "recording": counts}), flush=True)
         except KeyboardInterrupt:
             pass
         finally:

@@ -22,12 +22,18 @@ class RoleProcess:
     """A child process whose stdout lines that parse as JSON objects are collected in
     :attr:`lines` (other lines are ignored; stderr is inherited)."""
 
-    def __init__(self, cmd: Sequence[str], name: str, cwd: str | None = None) -> None:
+    def __init__(
+        self,
+        cmd: Sequence[str],
+        name: str,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.name = name
         self.lines: list[dict[str, Any]] = []
         self._ended = False  # stdout reached its end (the process closed it or exited)
         self._cond = threading.Condition()  # notified on every new line and at the end
-        self.proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, text=True, cwd=cwd)
+        self.proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, text=True, cwd=cwd, env=env)
         self._reader = threading.Thread(target=self._read, name=f"{name}-stdout", daemon=True)
         self._reader.start()
 
