@@ -19,9 +19,7 @@ import os
 import signal
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +27,7 @@ import numpy as np
 
 from robotrl.distributed import ActorClient
 from robotrl.distributed.cluster import connect
-from robotrl.distributed.learner_service import serve_learner
+from robotrl.distributed.learner_service import serving
 
 
 class Sink:
@@ -53,34 +51,15 @@ class Sink:
         return self.sd
 
 
-@contextlib.contextmanager
-def learner(name: str, mb: float = 0.01, publish_s: float = 1e9) -> Iterator[dict[str, Any]]:
-    """A Sink learner served as the Ray actor ``name`` while the block runs; yields the
-    newest ``on_ready`` info (``"ready"``: an event set on each (re)start)."""
-    stop, ready, box = threading.Event(), threading.Event(), {}
-    box["ready"] = ready
-
-    def on_ready(info: dict[str, Any]) -> None:
-        box.update(info, t=time.monotonic())
-        ready.set()
-
-    with tempfile.TemporaryDirectory() as tmp:
-        thread = threading.Thread(
-            target=serve_learner,
-            args=(lambda: Sink(mb),),
-            kwargs=dict(name=name, state_dir=Path(tmp), stop=stop, on_ready=on_ready,
-                        publish_every_updates=0, publish_every_s=publish_s, poll_s=0.05,
-                        threads=None),
-            daemon=True,
-        )  # fmt: skip
-        thread.start()
-        if not ready.wait(120):
-            raise RuntimeError("the learner did not start")
-        try:
-            yield box
-        finally:
-            stop.set()
-            thread.join(60)
+def learner(
+    name: str, mb: float = 0.01, publish_s: float = 1e9
+) -> contextlib.AbstractContextManager[dict[str, Any]]:
+    """A Sink learner served as the Ray actor ``name`` while the block runs (see
+    :func:`~robotrl.distributed.learner_service.serving`; checkpoints in a temporary dir)."""
+    return serving(
+        lambda: Sink(mb), name=name, state_dir=Path(tempfile.mkdtemp()), poll_s=0.05,
+        publish_every_updates=0, publish_every_s=publish_s, threads=None,
+    )  # fmt: skip
 
 
 def _transition(kind: str, rng: np.random.Generator) -> dict[str, Any]:

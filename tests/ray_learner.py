@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -59,42 +58,16 @@ class DeliveryLog:
         return {(r["a"], r["e"], r["s"]): r for r in rows}
 
 
-@contextlib.contextmanager
 def served(
     make_learner: Callable[[], Any], name: str, state_dir: Path, **kw: Any
-) -> Iterator[dict[str, Any]]:
-    """Run :func:`serve_learner` in a thread until the block ends; yields a dict holding the
-    ``ready`` info of the newest learner process (and ``"out"`` once it has stopped).
-    ``ready_event`` is set each time a (re)started learner answers."""
-    from robotrl.distributed.learner_service import serve_learner
+) -> contextlib.AbstractContextManager[dict[str, Any]]:
+    """:func:`~robotrl.distributed.learner_service.serving` with the tests' settings (no torch
+    thread setting in the learner, a 0.1 s liveness poll)."""
+    from robotrl.distributed.learner_service import serving
 
-    stop, ready = threading.Event(), threading.Event()
-    box: dict[str, Any] = {"ready_event": ready}
-
-    def on_ready(info: dict[str, Any]) -> None:
-        box.update(info)
-        ready.set()
-
-    def main() -> None:
-        try:
-            box["out"] = serve_learner(
-                make_learner, name=name, state_dir=state_dir, stop=stop, on_ready=on_ready,
-                poll_s=0.1, **{"threads": None, **kw},
-            )  # fmt: skip
-        except BaseException as e:  # surfaced by the test
-            box["error"] = e
-            ready.set()
-
-    thread = threading.Thread(target=main, daemon=True)
-    thread.start()
-    if not ready.wait(120) or "error" in box:
-        stop.set()
-        raise RuntimeError(f"learner {name} did not start: {box.get('error')!r}")
-    try:
-        yield box
-    finally:
-        stop.set()
-        thread.join(60)
+    return serving(
+        make_learner, name=name, state_dir=state_dir, poll_s=0.1, **{"threads": None, **kw}
+    )
 
 
 def ray_cli(*args: str, env: dict[str, str] | None = None) -> str:

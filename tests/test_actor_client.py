@@ -133,11 +133,11 @@ def test_a_killed_learner_is_restarted_by_ray_and_nothing_is_lost_silently(tmp_p
                 _add(client, i)
             assert client.flush(timeout=60)
             pid = box["pid"]
-            box["ready_event"].clear()
+            box["ready"].clear()
             os.kill(pid, signal.SIGKILL)  # no goodbye: whatever it held is gone
             for i in range(200, 400):  # a burst while it is dead: the outbox overflows
                 _add(client, i)
-            assert box["ready_event"].wait(120), "Ray did not restart the learner"
+            assert box["ready"].wait(120), "Ray did not restart the learner"
             assert box["pid"] != pid and box["restarted"]
             for i in range(400, 450):
                 _add(client, i)

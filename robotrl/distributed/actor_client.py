@@ -285,7 +285,7 @@ class ActorClient:
         import ray
 
         handle = None
-        sent: dict[Any, int] = {}  # push reference -> seq
+        sent: dict[Any, int] = {}  # push reference -> seq, one per unacknowledged batch
         pull = None  # weights request in flight
         next_pull = next_find = retry_at = 0.0
         try:
@@ -300,6 +300,8 @@ class ActorClient:
                         ref = handle.push.remote(
                             self.actor_id, self.epoch, self._outbox.floor, entry.seq, entry.payload
                         )
+                        # a re-send replaces the earlier push: its late answer is not awaited
+                        sent = {r: q for r, q in sent.items() if q != entry.seq}
                         sent[ref] = entry.seq
                         self._outbox.mark_sent(entry, now)
                     if pull is None and now >= next_pull:
@@ -325,10 +327,6 @@ class ActorClient:
                         ok = self._answer(ray, ref, sent.pop(ref))
                     if not ok:  # the learner is restarting: pause before the re-sends
                         retry_at = time.monotonic() + self.pull_every_s
-                if sent and len(sent) > 4 * self._outbox.max_in_flight:
-                    # answers of pushes re-sent after a timeout: forget the oldest
-                    for ref in list(sent)[: len(sent) - 4 * self._outbox.max_in_flight]:
-                        sent.pop(ref)
                 with self._progress:
                     self._progress.notify_all()
         except BaseException as e:  # never die silently: add() and flush() report it

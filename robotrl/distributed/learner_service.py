@@ -22,12 +22,13 @@ holds an older one. An idle learner publishes nothing new.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -365,3 +366,39 @@ def serve_learner(
         return dict(ray.get(service.shutdown.remote()))
     finally:
         ray.kill(service, no_restart=True)
+
+
+@contextlib.contextmanager
+def serving(
+    make_learner: Callable[[], Any], *, start_timeout: float = 120.0, **kwargs: Any
+) -> Iterator[dict[str, Any]]:
+    """:func:`serve_learner` (``kwargs`` are its arguments but ``stop`` and ``on_ready``) on a
+    background thread of this process while the block runs. Yields a dict holding the newest
+    ``on_ready`` info (``"pid"``, ``"version"``, ``"restarted"``, ...; ``"t"``: monotonic time of
+    that call), ``"ready"``: an event set each time a (re)started learner answers, and, after
+    the block, ``"out"``: the final counters. Raises RuntimeError when no learner answers
+    within ``start_timeout`` s."""
+    stop, ready = threading.Event(), threading.Event()
+    box: dict[str, Any] = {"ready": ready}
+
+    def on_ready(info: dict[str, Any]) -> None:
+        box.update(info, t=time.monotonic())
+        ready.set()
+
+    def main() -> None:
+        try:
+            box["out"] = serve_learner(make_learner, stop=stop, on_ready=on_ready, **kwargs)
+        except BaseException as e:  # surfaced to the caller below
+            box["error"] = e
+            ready.set()
+
+    thread = threading.Thread(target=main, name="learner-driver", daemon=True)
+    thread.start()
+    if not ready.wait(start_timeout) or "error" in box:
+        stop.set()
+        raise RuntimeError(f"the learner did not start: {box.get('error')!r}")
+    try:
+        yield box
+    finally:
+        stop.set()
+        thread.join(60)
