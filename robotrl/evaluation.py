@@ -10,6 +10,8 @@ from typing import Any, Protocol
 import numpy as np
 from tqdm.auto import tqdm
 
+LANGUAGE_KEY = "language"  # an instructed env's observation entry (str; a tuple in a vector env)
+
 
 class EpisodePolicy(Protocol):
     """Anything that acts on one env's observation dict: experts, wrapped BC/RL policies."""
@@ -41,11 +43,27 @@ class EvalResult:
     mean_return: float
     successes: list[bool] = field(repr=False)
     lengths: list[int] = field(repr=False)
+    instructions: list[str] = field(default_factory=list, repr=False)  # per episode ("" if none)
+
+    def by_group(self, group: Callable[[str], str]) -> dict[str, dict[str, Any]]:
+        """Success per group of episodes, ``group(instruction) -> name`` (e.g. a task's
+        instruction family): ``{name: {episodes, success_rate, success_ci95}}``, sorted."""
+        out: dict[str, list[bool]] = {}
+        for instruction, ok in zip(self.instructions, self.successes, strict=True):
+            out.setdefault(group(instruction), []).append(ok)
+        return {
+            name: {
+                "episodes": len(oks),
+                "success_rate": round(float(np.mean(oks)), 4),
+                "success_ci95": [round(x, 4) for x in wilson_interval(int(sum(oks)), len(oks))],
+            }
+            for name, oks in sorted(out.items())
+        }
 
     def summary(self) -> dict[str, Any]:
         d = asdict(self)
-        d.pop("successes")
-        d.pop("lengths")
+        for per_episode in ("successes", "lengths", "instructions"):
+            d.pop(per_episode)
         d["success_ci95"] = [round(x, 4) for x in self.success_ci95]
         return {k: round(v, 4) if isinstance(v, float) else v for k, v in d.items()}
 
@@ -69,10 +87,11 @@ def evaluate(
     """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
-    successes, lengths, returns = [], [], []
+    successes, lengths, returns, instructions = [], [], [], []
     bar = tqdm(range(episodes), desc=desc, disable=not progress, leave=False)
     for i in bar:
         obs, _ = env.reset(seed=seed + i)
+        instructions.append(str(obs.get(LANGUAGE_KEY, "")) if isinstance(obs, dict) else "")
         policy.reset()
         done, length, ret, success = False, 0, 0.0, False
         while not done:
@@ -96,6 +115,7 @@ def evaluate(
         mean_return=float(np.mean(returns)),
         successes=successes,
         lengths=lengths,
+        instructions=instructions,
     )
 
 
@@ -130,6 +150,9 @@ def evaluate_vector(
     successes: list[bool] = []
     lengths: list[int] = []
     returns: list[float] = []
+    instructions: list[str] = []
+    languages = obs.get(LANGUAGE_KEY, [""] * n) if isinstance(obs, dict) else [""] * n
+    current = [str(x) for x in languages]  # each env's instruction
     bar = tqdm(total=episodes, desc=desc, disable=not progress, leave=False)
     while len(successes) < episodes:
         obs, reward, terminated, truncated, info = venv.step(runner.act(obs))
@@ -139,6 +162,8 @@ def evaluate_vector(
         for i in range(n):
             if autoreset[i]:  # this step reset env i: start its new episode afresh
                 runner.reset([i])
+                if isinstance(obs, dict) and LANGUAGE_KEY in obs:
+                    current[i] = str(obs[LANGUAGE_KEY][i])
                 length[i], ret[i], success[i] = 0, 0.0, False
                 continue
             length[i] += 1
@@ -149,6 +174,7 @@ def evaluate_vector(
                 successes.append(bool(success[i]))
                 lengths.append(int(length[i]))
                 returns.append(float(ret[i]))
+                instructions.append(current[i])
                 bar.update(1)
                 bar.set_postfix(success=f"{np.mean(successes):.2f}")
         autoreset = np.logical_or(terminated, truncated)
@@ -162,4 +188,5 @@ def evaluate_vector(
         mean_return=float(np.mean(returns)),
         successes=successes,
         lengths=lengths,
+        instructions=instructions,
     )

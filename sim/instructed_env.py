@@ -36,6 +36,10 @@ class InstructedTask(Task):
     instructions: tuple[str, ...] = ()
     instruction: str = ""
 
+    def family_of(self, instruction: str) -> str:
+        """The group an instruction belongs to for per-family results (default: itself)."""
+        return instruction
+
 
 class InstructedPandaEnv(PandaEnv):
     """:class:`~sim.env.PandaEnv` whose observation also carries ``language`` (str)."""

@@ -16,6 +16,12 @@ from sim.tasks.lift import LiftExpert, LiftTask
 from sim.tasks.peg_insert import PegInsertExpert, PegInsertTask
 from sim.tasks.pick_color import PickColorExpert, PickColorTask
 from sim.tasks.reach import ReachExpert, ReachTask
+from sim.tasks.tabletop import (
+    TabletopExpert,
+    TabletopSeenTask,
+    TabletopTask,
+    TabletopUnseenTask,
+)
 from sim.vector_env import SlicedVectorEnv
 
 TASKS: dict[str, type[Task]] = {
@@ -23,12 +29,18 @@ TASKS: dict[str, type[Task]] = {
     "lift": LiftTask,
     "peg_insert": PegInsertTask,
     "pick_color": PickColorTask,
+    "tabletop": TabletopTask,
+    "tabletop_seen": TabletopSeenTask,
+    "tabletop_unseen": TabletopUnseenTask,
 }
 EXPERTS: dict[str, type[ScriptedExpert]] = {
     "reach": ReachExpert,
     "lift": LiftExpert,
     "peg_insert": PegInsertExpert,
     "pick_color": PickColorExpert,
+    "tabletop": TabletopExpert,
+    "tabletop_seen": TabletopExpert,
+    "tabletop_unseen": TabletopExpert,
 }
 
 
@@ -42,6 +54,13 @@ def task_observation_sizes(task: str) -> dict[str, int]:
     """Task observation sizes of a sim task (``{"cube_pos": 3, ...}``), without building an env
     (a robot's perception publishes the same entries on ``task_state``)."""
     return dict(_task(task).observation_sizes())
+
+
+def instruction_family(task: str, instruction: str) -> str:
+    """The family of an instruction of ``task`` (``"lift/red"`` for ``tabletop``; the
+    instruction itself for other instructed tasks; ``""`` for tasks without instructions)."""
+    t = _task(task)
+    return t.family_of(instruction) if isinstance(t, InstructedTask) else ""
 
 
 # Other simulators: backend -> "module:function(task, **kw)", imported on use (their packages

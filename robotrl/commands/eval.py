@@ -20,6 +20,7 @@ from robotrl.policy_env import (
     with_backend,
 )
 from robotrl.run import make_run_dir, save_config
+from sim.registry import instruction_family
 
 
 def _load(cfg: DictConfig) -> tuple[Any, Any, dict[str, Any], int]:
@@ -84,12 +85,16 @@ def run_eval(cfg: DictConfig) -> dict[str, Any]:
         execute_horizon=te,
         size=tuple(cfg.video_size),
     )
+    families = {}
+    if any(res.instructions):  # an instructed task: success per instruction family
+        families = res.by_group(lambda text: instruction_family(task, text))
     return {
         "command": "eval",
         "checkpoint": str(cfg.checkpoint),
         "task": task,
         "backend": backend,
         **res.summary(),
+        **({"families": families} if families else {}),
         "num_envs": cfg.num_envs,
         "safety": safety,
         **({"safety_counts": safety_counts} if safety_counts else {}),

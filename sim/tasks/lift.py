@@ -71,9 +71,11 @@ class LiftExpert(ScriptedExpert):
         super().reset()
         self._wait = 0
 
-    def __call__(self, obs: dict[str, np.ndarray]) -> np.ndarray:
-        cube = obs["state/cube_pos"].astype(float)
-        rot = yaw_down(grasp_yaw(obs["state/cube_quat"]))
+    def grasp(
+        self, obs: dict[str, np.ndarray], cube: np.ndarray, rot: np.ndarray
+    ) -> np.ndarray | None:
+        """Phases 0-2 (hover above ``cube`` (3,) [m], descend, close, TCP orientation ``rot``):
+        their action, or None once the fingers have closed (phase 3: the caller moves on)."""
         ee = obs["state/ee_pos"].astype(float)
         if self.phase == 0:  # hover
             goal = cube + np.array([0.0, 0.0, self.HOVER])
@@ -81,14 +83,21 @@ class LiftExpert(ScriptedExpert):
                 self.phase = 1
             return self.move(obs, goal, rot, -1.0)
         if self.phase == 1:  # descend
-            goal = cube.copy()
-            if np.linalg.norm(goal - ee) < 0.006:
+            if np.linalg.norm(cube - ee) < 0.006:
                 self.phase, self._wait = 2, 0
-            return self.move(obs, goal, rot, -1.0)
+            return self.move(obs, cube, rot, -1.0)
         if self.phase == 2:  # close
             self._wait += 1
             if self._wait >= self.CLOSE_STEPS:
                 self.phase = 3
             return self.move(obs, cube, rot, 1.0)
+        return None
+
+    def __call__(self, obs: dict[str, np.ndarray]) -> np.ndarray:
+        cube = obs["state/cube_pos"].astype(float)
+        rot = yaw_down(grasp_yaw(obs["state/cube_quat"]))
+        action = self.grasp(obs, cube, rot)
+        if action is not None:
+            return action
         goal = np.array([cube[0], cube[1], CUBE_HALF + LIFT_HEIGHT + 0.05])
         return self.move(obs, goal, rot, 1.0)
