@@ -60,6 +60,19 @@ class SpatialSoftmax(nn.Module):
         return torch.cat([x, y], dim=-1).view(n, -1)
 
 
+def conv_stack(channels: Sequence[int], strides: Sequence[int]) -> nn.Sequential:
+    """3x3 convolutions (``channels[i]`` out, ``strides[i]``), each with GroupNorm and SiLU:
+    (N, 3, H, W) -> (N, channels[-1], H / prod(strides), W / prod(strides))."""
+    if len(channels) != len(strides) or not channels:
+        raise ValueError(f"channels {tuple(channels)} and strides {tuple(strides)} differ")
+    layers: list[nn.Module] = []
+    c_in = 3
+    for c, s in zip(channels, strides, strict=True):
+        layers += [nn.Conv2d(c_in, c, 3, stride=s, padding=1), nn.GroupNorm(8, c), nn.SiLU()]
+        c_in = c
+    return nn.Sequential(*layers)
+
+
 class ImageEncoder(nn.Module):
     """Small CNN: (N, 3, H, W) in [0, 1] -> (N, out_dim).
 
@@ -75,15 +88,8 @@ class ImageEncoder(nn.Module):
         keypoints: int = 32,
     ) -> None:
         super().__init__()
-        if len(channels) != len(strides):
-            raise ValueError(f"channels {tuple(channels)} and strides {tuple(strides)} differ")
-        layers: list[nn.Module] = []
-        c_in = 3
-        for c, s in zip(channels, strides, strict=True):
-            layers += [nn.Conv2d(c_in, c, 3, stride=s, padding=1), nn.GroupNorm(8, c), nn.SiLU()]
-            c_in = c
-        self.conv = nn.Sequential(*layers)
-        self.pool = SpatialSoftmax(c_in, keypoints)
+        self.conv = conv_stack(channels, strides)
+        self.pool = SpatialSoftmax(channels[-1], keypoints)
         self.head = nn.Linear(2 * keypoints, out_dim)
 
     def forward(self, img: torch.Tensor) -> torch.Tensor:

@@ -110,8 +110,13 @@ class FlowChainPolicy(Policy):
 
     def compute_loss(self, batch: Mapping[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
         """MSE between predicted and true velocity ``eps - a`` at random t."""
-        cond = self.encode(batch["obs"])
-        a = self.normalizer.normalize("action", batch["action"].float())
+        return self.flow_loss(self.encode(batch["obs"]), batch["action"])
+
+    def flow_loss(
+        self, cond: torch.Tensor, action: torch.Tensor
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """Flow-matching loss of raw action chunks (B, Ta, Da) given (B, F) features."""
+        a = self.normalizer.normalize("action", action.float())
         if a.shape != self._chunk_shape(cond.shape[0]):
             raise ValueError(
                 f"action batch must be (B, Ta={self.action_horizon}, Da={self.action_dim}), "
@@ -122,7 +127,7 @@ class FlowChainPolicy(Policy):
         x_t = t[:, None, None] * eps + (1 - t[:, None, None]) * a
         v, _ = self.net(x_t, t, cond)
         loss = torch.mean((v - (eps - a)) ** 2)
-        return loss, {"loss": float(loss.detach())}
+        return loss, {"loss": float(loss.detach()), "flow_loss": float(loss.detach())}
 
     # ------------------------------------------------------------------ the chain
     def _times(self) -> np.ndarray:

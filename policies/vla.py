@@ -19,6 +19,12 @@ log-prob recompute, ``obs_features`` / ``expert_features``) is inherited from
 
 Observation batch: ``{"state/<k>": (B, To, D_k), "images/<cam>": (B, To, H, W, 3) uint8,
 "language": (B, L) int64 token ids (0 = padding)}``.
+
+Auxiliary state loss (training only): with ``aux_dims`` (privileged sim state such as object
+positions, ``{"state/<k>": D_k}``), an MLP head predicts those entries' normalised values at the
+last observation step from the readout features, and ``aux_weight`` times its MSE joins the flow
+loss. The head makes the trunk locate the objects and, for entries that depend on the
+instruction (the named cube's position), ground the words; inference never reads those entries.
 """
 
 from __future__ import annotations
@@ -32,12 +38,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from policies.denoiser import ChunkDenoiser, time_embedding
-from policies.encoders import ImageEncoder, random_shift
+from policies.encoders import SpatialSoftmax, conv_stack, random_shift
 from policies.flow_matching import FlowChainPolicy
 from policies.normalizer import Normalizer
 from policies.tokenizer import LANGUAGE_KEY, PAD_ID, WordTokenizer
 
 EXPERTS = ("transformer", "mlp")
+EXPERT_INPUTS = ("readout", "readout+state", "state")
+AUX_INPUTS = ("readout", "keypoints")
 
 
 def sincos_2d(h: int, w: int, dim: int, device: torch.device) -> torch.Tensor:
@@ -88,9 +96,10 @@ class PrefixEncoder(nn.Module):
         vocab_size: token ids (specials included). max_tokens: L.
         dim: D. layers: transformer blocks. heads: attention heads.
         readout_tokens: R. shift: random-shift augmentation [px] in training.
-        image_grid: G; each camera's CNN feature map is average-pooled to G x G tokens (a 64 px
-            image leaves 16 x 16 maps: 256 tokens per camera made attention ~13x slower to
-            train than the MLP image policy).
+        image_grid: G; each camera's CNN feature map is average-pooled to G x G tokens.
+        image_channels, image_strides: the per-camera CNN (:func:`~policies.encoders.conv_stack`).
+        keypoints: K; each camera also gives one token of K spatial-softmax keypoints (the
+            sub-cell image coordinates of K learned features: where things are, finer than G).
     """
 
     def __init__(
@@ -106,6 +115,9 @@ class PrefixEncoder(nn.Module):
         readout_tokens: int,
         shift: int = 4,
         image_grid: int = 4,
+        image_channels: Sequence[int] = (16, 32, 64, 64),
+        image_strides: Sequence[int] = (2, 2, 2, 1),
+        keypoints: int = 16,
     ) -> None:
         super().__init__()
         if image_grid < 1:
@@ -119,8 +131,19 @@ class PrefixEncoder(nn.Module):
             shift,
         )
         self.cameras = nn.ModuleDict(
-            {k.replace("/", "__"): ImageEncoder(dim) for k in self.image_keys}
+            {
+                k.replace("/", "__"): conv_stack(image_channels, image_strides)
+                for k in self.image_keys
+            }
         )
+        self.image_proj = nn.Linear(image_channels[-1], dim)  # CNN feature map cell -> token
+        self.keypoints = nn.ModuleDict(
+            {
+                k.replace("/", "__"): SpatialSoftmax(image_channels[-1], keypoints)
+                for k in image_keys
+            }
+        )
+        self.keypoint_proj = nn.Linear(2 * keypoints, dim)
         self.camera_embed = nn.Parameter(torch.zeros(max(len(self.image_keys), 1), dim))
         self.step_embed = nn.Parameter(torch.zeros(obs_horizon, dim))
         self.token_embed = nn.Embedding(vocab_size, dim, padding_idx=PAD_ID)
@@ -134,7 +157,10 @@ class PrefixEncoder(nn.Module):
         self.out_norm = nn.LayerNorm(dim)
         self.out_dim = readout_tokens * dim
 
-    def _image_tokens(self, key: str, img: torch.Tensor, cam: int) -> torch.Tensor:
+    def _image_tokens(
+        self, key: str, img: torch.Tensor, cam: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(tokens (B, To * (G * G + 1), D), keypoints of the last step (B, 2K))."""
         if img.dim() != 5 or img.shape[1] != self.obs_horizon or img.shape[-1] != 3:
             raise ValueError(
                 f"{key}: expected (B, To={self.obs_horizon}, H, W, 3), got {tuple(img.shape)}"
@@ -143,20 +169,48 @@ class PrefixEncoder(nn.Module):
         x = img.reshape(b * t, *img.shape[2:]).permute(0, 3, 1, 2).float() / 255.0
         if self.training:
             x = random_shift(x, self.shift)
-        enc = cast(ImageEncoder, self.cameras[key.replace("/", "__")])
-        fmap = enc.conv(x)  # (B*To, C, h, w)
+        name = key.replace("/", "__")
+        fmap = self.cameras[name](x)  # (B*To, C, h, w)
+        points = self.keypoints[name](fmap)  # (B*To, 2K) image coordinates in [-1, 1]
+        kp = self.keypoint_proj(points)[:, None]  # (B*To, 1, D)
         if max(fmap.shape[-2:]) > self.image_grid:
             fmap = F.adaptive_avg_pool2d(fmap, self.image_grid)  # (B*To, C, G, G)
         h, w = fmap.shape[-2:]
-        tok = enc.head(fmap.flatten(2).transpose(1, 2))  # (B*To, h*w, D)
-        tok = tok + sincos_2d(h, w, self.dim, tok.device)[None] + self.camera_embed[cam]
-        tok = tok.view(b, t, h * w, self.dim) + self.step_embed[None, :, None]
-        return tok.reshape(b, t * h * w, self.dim)
+        tok = self.image_proj(fmap.flatten(2).transpose(1, 2))  # (B*To, h*w, D)
+        tok = tok + sincos_2d(h, w, self.dim, tok.device)[None]
+        tok = torch.cat([tok, kp], dim=1) + self.camera_embed[cam]  # (B*To, h*w + 1, D)
+        tok = tok.view(b, t, h * w + 1, self.dim) + self.step_embed[None, :, None]
+        return tok.reshape(b, t * (h * w + 1), self.dim), points.view(b, t, -1)[:, -1]
+
+    def instruction_and_proprio(
+        self, obs: Mapping[str, torch.Tensor], normalizer: Any
+    ) -> torch.Tensor:
+        """(B, 2, D): the mean word embedding of the instruction (padding excluded) and the
+        projected proprioception of the last step (zeros without state keys)."""
+        ids = obs[LANGUAGE_KEY].long()
+        mask = (ids != PAD_ID).float()[..., None]
+        words = (self.token_embed(ids) * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+        if self.state_proj is None:
+            proprio = torch.zeros_like(words)
+        else:
+            x = [normalizer.normalize(k, obs[k][:, -1:].float()) for k in self.state_keys]
+            proprio = self.state_proj(torch.cat(x, dim=-1))[:, 0]
+        return torch.stack([words, proprio], dim=1)
 
     def forward(self, obs: Mapping[str, torch.Tensor], normalizer: Any) -> torch.Tensor:
+        """(B, R * D) readout features."""
+        return self.features(obs, normalizer)[0]
+
+    def features(
+        self, obs: Mapping[str, torch.Tensor], normalizer: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(readout (B, R * D), keypoints of every camera at the last step (B, cams * 2K))."""
         tokens: list[torch.Tensor] = []
+        points: list[torch.Tensor] = []
         for cam, key in enumerate(self.image_keys):
-            tokens.append(self._image_tokens(key, obs[key], cam))
+            tok, pts = self._image_tokens(key, obs[key], cam)
+            tokens.append(tok)
+            points.append(pts)
         if LANGUAGE_KEY not in obs:
             raise KeyError(f"a VLA needs the instruction: obs[{LANGUAGE_KEY!r}] (B, L) token ids")
         ids = obs[LANGUAGE_KEY]
@@ -187,7 +241,9 @@ class PrefixEncoder(nn.Module):
         for block in self.blocks:
             seq = block(seq, mask)
         r = self.readout.shape[0]
-        return self.out_norm(seq[:, -r:]).flatten(1)
+        b = seq.shape[0]
+        kps = torch.cat(points, dim=-1) if points else seq.new_zeros(b, 0)
+        return self.out_norm(seq[:, -r:]).flatten(1), kps
 
 
 class TransformerExpert(nn.Module):
@@ -236,6 +292,22 @@ class TinyVLA(FlowChainPolicy):
         hidden, depth: width and blocks of the ``"mlp"`` expert.
         image_shift: random-shift augmentation [px].
         image_grid: G, image tokens per camera and step are G x G (pooled CNN features).
+        image_channels, image_strides, keypoints: the per-camera CNN and keypoint token
+            (:class:`PrefixEncoder`).
+        aux_dims: ``{"state/<k>": D_k}`` privileged entries the auxiliary head predicts
+            (training batches must hold them; inference does not read them).
+        aux_weight: weight of the auxiliary MSE in the training loss.
+        expert_input: what the action expert is conditioned on. ``"readout"``: the R readout
+            tokens (pi0's way). ``"readout+state"``: those and one token of the privileged state.
+            ``"state"``: the state token, the instruction's mean word embedding and the
+            proprioception (3 tokens; the images reach it only through the state). The state
+            token carries, in training, the true normalised ``aux_dims`` state plus Gaussian
+            noise of std ``state_token_noise`` (teacher forcing) and, at inference, the
+            auxiliary head's prediction from the images and the instruction: the expert learns
+            to act from a state as a state policy does while the trunk learns to perceive it.
+        aux_input: what the auxiliary head reads: ``"readout"`` (the trunk's output) or
+            ``"keypoints"`` (every camera's spatial-softmax keypoints and the instruction's
+            mean word embedding).
         time_beta, noise_std_bounds, sde_noise_level, stats: as
             :class:`~policies.flow_matching.FlowMatchingPolicy`.
     """
@@ -262,18 +334,37 @@ class TinyVLA(FlowChainPolicy):
         depth: int = 3,
         image_shift: int = 4,
         image_grid: int = 4,
+        image_channels: Sequence[int] = (16, 32, 64, 64),
+        image_strides: Sequence[int] = (2, 2, 2, 1),
+        keypoints: int = 16,
         time_beta: tuple[float, float] = (1.5, 1.0),
         noise_std_bounds: tuple[float, float] = (0.08, 0.16),
         sde_noise_level: float = 0.5,
+        aux_dims: Mapping[str, int] | None = None,
+        aux_weight: float = 1.0,
+        expert_input: str = "readout",
+        state_token_noise: float = 0.1,
+        aux_input: str = "readout",
         stats: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
+        aux_dims = dict(aux_dims or {})
+        if aux_input not in AUX_INPUTS:
+            raise ValueError(f"aux_input must be one of {AUX_INPUTS}, got {aux_input!r}")
+        if expert_input not in EXPERT_INPUTS:
+            raise ValueError(f"expert_input must be one of {EXPERT_INPUTS}, got {expert_input!r}")
+        state_token = expert_input != "readout"
+        if state_token and not aux_dims:
+            raise ValueError(f"expert_input={expert_input!r} needs aux_dims (the state it carries)")
+        overlap = sorted(set(aux_dims) & set(state_dims))
+        if overlap:
+            raise ValueError(f"aux_dims {overlap} are also inputs (state_dims)")
         if expert not in EXPERTS:
             raise ValueError(f"expert must be one of {EXPERTS}, got {expert!r}")
         if dim % heads or dim % 4:
             raise ValueError(f"dim must be divisible by heads and by 4, got {dim}, {heads}")
         if not state_dims and not image_keys:
             raise ValueError("a VLA needs at least one state or image key")
-        normalizer = Normalizer.for_policy(state_dims, action_dim, stats)
+        normalizer = Normalizer.for_policy({**state_dims, **aux_dims}, action_dim, stats)
         tokenizer = WordTokenizer(vocab, max_tokens)
         encoder = PrefixEncoder(
             state_dims,
@@ -287,15 +378,21 @@ class TinyVLA(FlowChainPolicy):
             readout_tokens,
             image_shift,
             image_grid,
+            image_channels,
+            image_strides,
+            keypoints,
         )
         net: nn.Module
+        cond_tokens = {"readout": readout_tokens, "readout+state": readout_tokens + 1, "state": 3}[
+            expert_input
+        ]
         if expert == "transformer":
             net = TransformerExpert(
-                action_dim, action_horizon, dim, readout_tokens, expert_layers, heads
+                action_dim, action_horizon, dim, cond_tokens, expert_layers, heads
             )
             net_hidden = dim
         else:
-            net = ChunkDenoiser(action_dim, action_horizon, encoder.out_dim, hidden, depth)
+            net = ChunkDenoiser(action_dim, action_horizon, cond_tokens * dim, hidden, depth)
             net_hidden = hidden
         super().__init__(
             normalizer=normalizer,
@@ -311,6 +408,19 @@ class TinyVLA(FlowChainPolicy):
             sde_noise_level=sde_noise_level,
         )
         self.tokenizer = tokenizer
+        self.aux_dims, self.aux_weight = aux_dims, float(aux_weight)
+        aux_in = (
+            encoder.out_dim if aux_input == "readout" else len(image_keys) * 2 * keypoints + dim
+        )
+        self.aux_input = aux_input
+        self.aux_head = (
+            nn.Sequential(nn.Linear(aux_in, 256), nn.SiLU(), nn.Linear(256, sum(aux_dims.values())))
+            if aux_dims
+            else None
+        )
+        self.state_token = nn.Linear(sum(aux_dims.values()), dim) if state_token else None
+        self.state_token_noise = float(state_token_noise)
+        self.expert_input = expert_input
         self.config: dict[str, Any] = {
             "state_dims": dict(state_dims),
             "action_dim": action_dim,
@@ -329,15 +439,76 @@ class TinyVLA(FlowChainPolicy):
             "hidden": hidden,
             "depth": depth,
             "image_grid": image_grid,
+            "image_channels": list(image_channels),
+            "image_strides": list(image_strides),
+            "keypoints": keypoints,
             "image_shift": image_shift,
             "time_beta": list(time_beta),
             "noise_std_bounds": list(noise_std_bounds),
             "sde_noise_level": sde_noise_level,
+            "aux_dims": aux_dims,
+            "aux_weight": aux_weight,
+            "expert_input": expert_input,
+            "aux_input": aux_input,
+            "state_token_noise": state_token_noise,
         }
 
+    def compute_loss(self, batch: Mapping[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
+        """Flow-matching MSE, plus ``aux_weight`` x the auxiliary state MSE when configured."""
+        if self.aux_head is None:
+            return super().compute_loss(batch)
+        obs = batch["obs"]
+        missing = [k for k in self.aux_dims if k not in obs]
+        if missing:
+            raise KeyError(f"the auxiliary loss needs {missing} in the training batch")
+        readout, points = self.prefix.features(obs, self.normalizer)
+        target = torch.cat(
+            [self.normalizer.normalize(k, obs[k][:, -1].float()) for k in self.aux_dims], dim=-1
+        )
+        aux = torch.mean((self.predict_state(obs, readout, points) - target) ** 2)
+        # teacher forcing: the expert reads the true state, perturbed
+        noisy = target + self.state_token_noise * torch.randn_like(target)
+        cond = self._condition(obs, readout, noisy)
+        flow, info = self.flow_loss(cond, batch["action"])
+        loss = flow + self.aux_weight * aux
+        return loss, {**info, "loss": float(loss.detach()), "aux_loss": float(aux.detach())}
+
+    @property
+    def prefix(self) -> PrefixEncoder:
+        """The trunk (:class:`PrefixEncoder`), typed."""
+        return cast(PrefixEncoder, self.encoder)
+
     def encode(self, obs: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        """(B, R * D) readout features of the prefix."""
-        return self.encoder(obs, self.normalizer)
+        """The action expert's conditioning: (B, R * D) readout features of the prefix, or with
+        a state token (``expert_input``) the tokens holding the auxiliary head's prediction."""
+        if self.state_token is None:
+            return self.encoder(obs, self.normalizer)
+        readout, points = self.prefix.features(obs, self.normalizer)
+        return self._condition(obs, readout, self.predict_state(obs, readout, points))
+
+    def predict_state(
+        self, obs: Mapping[str, torch.Tensor], readout: torch.Tensor, points: torch.Tensor
+    ) -> torch.Tensor:
+        """(B, A) the auxiliary head's normalised ``aux_dims`` state: from the readout, or
+        (``aux_input="keypoints"``) from the cameras' keypoints and the instruction's mean word
+        embedding (image coordinates map to table positions almost linearly)."""
+        assert self.aux_head is not None
+        if self.aux_input == "readout":
+            return self.aux_head(readout)
+        words = self.prefix.instruction_and_proprio(obs, self.normalizer)[:, 0]
+        return self.aux_head(torch.cat([points, words], dim=-1))
+
+    def _condition(
+        self, obs: Mapping[str, torch.Tensor], readout: torch.Tensor, state: torch.Tensor
+    ) -> torch.Tensor:
+        """The expert's (B, tokens * D) conditioning from the readout and a normalised state."""
+        if self.state_token is None:
+            return readout
+        token = self.state_token(state)
+        if self.expert_input == "readout+state":
+            return torch.cat([readout, token], dim=-1)
+        rest = self.prefix.instruction_and_proprio(obs, self.normalizer)  # (B, 2, D)
+        return torch.cat([token[:, None], rest], dim=1).flatten(1)
 
     def tokenize(self, texts: Sequence[str]) -> torch.Tensor:
         """(B, L) int64 token ids of instructions, the ``language`` entry of an obs batch."""

@@ -153,7 +153,7 @@ def train_bc(
                 if logger is not None:
                     logger.log(
                         step=step,
-                        loss=last_loss,
+                        **logs,
                         lr=sched.get_last_lr()[0],
                         wall_s=time.perf_counter() - start,
                     )
@@ -175,11 +175,11 @@ def train_bc(
 
 
 def plot_training(logger: MetricsLogger, run_dir: Path) -> Path:
-    """``training.png``: loss (log scale) and success rate against steps."""
+    """``training.png``: losses (log scale; the VLA's auxiliary loss too) and success rate."""
     return logger.plot(
         run_dir / "training.png",
         "step",
-        [["loss", "val_loss"], ["success_rate"]],
+        [["loss", "val_loss", "aux_loss"], ["success_rate"]],
         titles=["BC loss", "sim success rate"],
         log_y={0: True},
     )

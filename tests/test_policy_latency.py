@@ -16,7 +16,9 @@ from robotrl.benchmarks.policy_latency import (
     network_calls_per_chunk,
     time_calls,
     time_interleaved,
+    vla_latency,
 )
+from robotrl.cli import compose
 
 LEROBOT_PY = Path("/work/.venv-lerobot/bin/python")
 KW = {
@@ -80,3 +82,12 @@ def test_lerobot_diffusion_policy_is_timed_in_its_own_venv():
     out = lerobot_latency(str(LEROBOT_PY), 3, 2, cfg)
     assert out["available"] is True, out
     assert out["network_evals"] == 2 and out["params"] > 0 and out["median_ms"] > 0
+
+
+def test_the_vla_is_timed_at_the_recipe_size_on_its_own_threads():
+    cfg = compose("bench_latency", ["calls=2", "warmup=0", "vla.num_steps=3"])
+    before = torch.get_num_threads()
+    out = vla_latency(cfg)
+    assert out["network_evals"] == 3 and out["threads"] == 1 and out["calls"] == 2
+    assert out["params"] > 100_000 and out["median_ms"] > 0
+    torch.set_num_threads(before)

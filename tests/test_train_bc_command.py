@@ -8,6 +8,7 @@ from policies.checkpoint import load_policy
 from robotrl.cli import compose, main
 from robotrl.commands.collect import run_collect
 from robotrl.commands.train_bc import run_train_bc
+from sim.tasks.tabletop import COLORS, PHRASINGS
 
 
 @pytest.fixture(scope="module")
@@ -111,52 +112,55 @@ def test_bad_inputs_are_clear_errors(tmp_path, reach_store, capsys):
 
 @pytest.mark.slow
 def test_vla_trains_on_images_and_instructions_and_evaluates(tmp_path, capsys):
-    store = tmp_path / "pick_color.zarr"
+    store = tmp_path / "tabletop.zarr"
     run_collect(
         compose(
             "collect",
             [
-                "task=pick_color",
+                "task=tabletop_seen",
                 "device=expert",
                 "episodes=4",
                 f"out={store}",
                 "viewer=off",
-                "cameras=[front]",
+                "cameras=[table]",
                 "image_size=[32,32]",
             ],
         )
     )
-    cfg = compose(
-        "train_bc",
-        [
-            f"dataset={store}",
-            "policy=vla",
-            "cameras=[front]",
-            "image_size=[32,32]",
-            "obs_keys=[state/ee_pos,state/gripper]",
-            "obs_horizon=1",
-            "steps=4",
-            "batch_size=8",
-            "eval_episodes=0",  # the video rollout still runs it in the env
-            "policy_kwargs={dim: 32, trunk_layers: 1, expert_layers: 1}",
-            f"output_dir={tmp_path}",
-            "progress=false",
-            "val_ratio=0.25",
-        ],
-    )
-    out = run_train_bc(cfg)
-    assert out["task"] == "pick_color" and out["policy"] == "vla" and out["val_loss"] > 0
+    overrides = [
+        f"dataset={store}",
+        "policy=vla",
+        "cameras=[table]",
+        "image_size=[32,32]",
+        "obs_keys=[state/ee_pos,state/gripper]",
+        "aux_keys=[state/target_pos,state/pad_pos]",
+        "obs_horizon=1",
+        "steps=4",
+        "batch_size=8",
+        "eval_episodes=0",  # the video rollout still runs it in the env
+        "policy_kwargs={dim: 32, trunk_layers: 1, expert_layers: 1}",
+        f"output_dir={tmp_path}",
+        "progress=false",
+        "val_ratio=0.25",
+    ]
+    out = run_train_bc(compose("train_bc", overrides))
+    assert out["task"] == "tabletop_seen" and out["policy"] == "vla" and out["val_loss"] > 0
     assert len(out["videos"]) == 1
     policy, meta = load_policy(out["checkpoint"])
-    assert meta["task"] == "pick_color" and policy.policy_type == "vla"
+    assert meta["task"] == "tabletop_seen" and policy.policy_type == "vla"
     assert policy.config["dim"] == 32
-    assert policy.tokenizer.vocab == ["cube", "green", "lift", "red", "the"]
-    assert policy.config["image_keys"] == ["images/front"]
+    assert policy.config["aux_dims"] == {"state/target_pos": 3, "state/pad_pos": 3}
+    grammar = {
+        w for ps in PHRASINGS.values() for p in ps for w in p.format(c=" ".join(COLORS)).split()
+    }
+    assert "the" in policy.tokenizer.vocab and set(policy.tokenizer.vocab) <= grammar
+    assert policy.config["image_keys"] == ["images/table"]
     rc = main(
         [
             "eval",
             f"checkpoint={out['checkpoint']}",
-            "episodes=1",
+            "task=tabletop",
+            "episodes=6",
             "videos=0",
             f"output_dir={tmp_path}",
             "progress=false",
@@ -164,4 +168,11 @@ def test_vla_trains_on_images_and_instructions_and_evaluates(tmp_path, capsys):
     )
     assert rc == 0
     res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert res["task"] == "pick_color" and res["episodes"] == 1
+    assert res["task"] == "tabletop" and res["episodes"] == 6
+    assert sum(f["episodes"] for f in res["families"].values()) == 6
+    assert set(res["families"]) <= {
+        f"{v}/{c}" for v in ("lift", "place") for c in ("red", "green", "blue")
+    }
+    bad = [*overrides, "aux_keys=[state/ee_pos]"]
+    assert main(["train-bc", *bad]) == 2
+    assert "also in obs_keys" in capsys.readouterr().err

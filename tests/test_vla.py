@@ -196,11 +196,97 @@ def test_chunk_runner_tokenises_the_env_instruction():
 
 
 def test_image_tokens_are_pooled_to_the_grid():
-    """A 64 px camera leaves a 16 x 16 CNN map; the prefix sees image_grid**2 tokens of it."""
+    """A 64 px camera leaves an 8 x 8 CNN map; the prefix sees image_grid**2 tokens of it plus
+    one keypoint token, per camera and step."""
     p = _policy(image_grid=2)
     img = torch.randint(0, 256, (3, 2, 64, 64, 3)).to(torch.uint8)
-    tok = p.encoder._image_tokens("images/front", img, 0)
-    assert tok.shape == (3, 2 * 2 * 2, 32)
+    tok, points = p.encoder._image_tokens("images/front", img, 0)
+    assert points.shape == (3, 2 * 16)  # the last step's keypoints
+    assert tok.shape == (3, 2 * (2 * 2 + 1), 32)
     assert p.config["image_grid"] == 2
     with pytest.raises(ValueError, match="image_grid must be >= 1"):
         _policy(image_grid=0)
+
+
+AUX_STATS = {**STATS, "state/obj": {"mean": np.full(3, 0.5), "std": np.full(3, 0.1)}}
+
+
+def test_auxiliary_head_learns_the_privileged_state(one_thread):
+    """The aux head is trained on normalised targets, joins the loss, and inference needs no
+    privileged entry."""
+    p = _policy(aux_dims={"state/obj": 3}, stats=AUX_STATS)
+    obs = _obs(p, ["go left", "go right"] * 8)
+    g = torch.Generator().manual_seed(1)
+    obs["state/obj"] = 0.5 + 0.1 * torch.randn(16, 2, 3, generator=g)
+    batch = {"obs": obs, "action": torch.rand(16, 4, 2, generator=g) * 2 - 1}
+    opt = torch.optim.Adam(p.parameters(), 3e-3)
+    first = None
+    for _ in range(60):
+        loss, logs = p.compute_loss(batch)
+        assert logs["loss"] == pytest.approx(logs["flow_loss"] + logs["aux_loss"], rel=1e-5)
+        first = first if first is not None else logs["aux_loss"]
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert logs["aux_loss"] < 0.3 * first
+    p.eval()
+    plain = {k: v for k, v in obs.items() if k != "state/obj"}
+    assert p.predict_chunk(plain).shape == (16, 4, 2)
+    with pytest.raises(KeyError, match="auxiliary loss needs"):
+        p.train().compute_loss({"obs": plain, "action": batch["action"]})
+    with pytest.raises(ValueError, match="also inputs"):
+        _policy(aux_dims={"state/x": 3})
+    assert make_policy("vla", **p.config).config["aux_dims"] == {"state/obj": 3}
+
+
+def test_state_token_is_the_true_state_in_training_and_the_prediction_at_inference(one_thread):
+    p = _policy(
+        aux_dims={"state/obj": 3},
+        stats=AUX_STATS,
+        expert_input="readout+state",
+        state_token_noise=0.0,
+    )
+    obs = _obs(p, ["go left", "go right"])
+    obs["state/obj"] = torch.full((2, 2, 3), 0.7)
+    p.eval()
+    with torch.no_grad():
+        readout = p.encoder(obs, p.normalizer)
+        predicted = p.state_token(p.predict_state(obs, readout, None))
+        torch.testing.assert_close(p.encode(obs), torch.cat([readout, predicted], dim=-1))
+        # training conditions the expert on the true state: moving it moves the flow loss
+        torch.manual_seed(3)
+        a, _ = p.compute_loss({"obs": obs, "action": torch.zeros(2, 4, 2)})
+        obs["state/obj"] = torch.full((2, 2, 3), 0.2)
+        torch.manual_seed(3)
+        b, _ = p.compute_loss({"obs": obs, "action": torch.zeros(2, 4, 2)})
+    assert not torch.isclose(a, b)
+    with pytest.raises(ValueError, match="needs aux_dims"):
+        _policy(expert_input="state")
+    with pytest.raises(ValueError, match="expert_input must be one of"):
+        _policy(expert_input="pixels")
+
+
+@pytest.mark.parametrize(
+    ("expert", "aux_input"), [("transformer", "keypoints"), ("mlp", "readout")]
+)
+def test_state_input_hides_the_images_from_the_expert(expert, aux_input, one_thread):
+    """expert_input="state": the expert's conditioning is the state token, the instruction and
+    the proprioception; the images change it only through the predicted state."""
+    p = _policy(
+        aux_dims={"state/obj": 3},
+        stats=AUX_STATS,
+        expert_input="state",
+        expert=expert,
+        aux_input=aux_input,
+    ).eval()
+    obs = _obs(p, ["go left", "go right"])
+    with torch.no_grad():
+        cond = p.encode(obs)
+        assert cond.shape == (2, 3 * 32)
+        readout, points = p.encoder.features(obs, p.normalizer)
+        state = p.predict_state(obs, readout, points)
+        torch.testing.assert_close(cond[:, :32], p.state_token(state))
+        words = p._condition(obs, None, state)[:, 32:64]
+        other = p._condition({**obs, "language": p.tokenize(["go right", "go left"])}, None, state)
+    assert not torch.allclose(words, other[:, 32:64])  # the instruction token reads the words
+    assert p.predict_chunk(obs).shape == (2, 4, 2)

@@ -4,6 +4,8 @@ behind ``robotrl bench latency`` / ``bench/policy_latency.py``.
 Policies are the train-bc defaults (hidden 256, depth 3, Ta 16, Da 7, To 2) on the state
 observation of a sim task, randomly initialised (latency does not depend on the weights):
 flow K = 1, 4, 10; diffusion DDIM 10; the one-step distilled student, timed round-robin.
+The VLA (:class:`policies.vla.TinyVLA` at the ``tabletop`` recipe's size: two 64 px cameras,
+proprioception, a 16-token instruction) is timed on its own thread count (``vla.threads``).
 LeRobot's DiffusionPolicy of a comparable size is timed in the same run, in the separate
 lerobot venv (lerobot pins another torch), by running ``lerobot_latency.py`` there as a
 subprocess.
@@ -202,6 +204,8 @@ def run_latency_benchmark(cfg: DictConfig) -> dict[str, Any]:
         results[name] = lerobot_latency(
             cfg.lerobot.python, robot, sum(dims.values()) - robot, lerobot_cfg
         )
+    vla = vla_latency(cfg)
+    torch.set_num_threads(cfg.threads)
     return {
         "command": "bench latency",
         "task": cfg.task,
@@ -211,4 +215,32 @@ def run_latency_benchmark(cfg: DictConfig) -> dict[str, Any]:
         "torch": torch.__version__,
         "load_avg_1m": round(os.getloadavg()[0], 2),
         "policies": results,
+        "vla": vla,
     }
+
+
+def vla_latency(cfg: DictConfig) -> dict[str, Any]:
+    """Per-chunk latency of the recipe-sized VLA on ``cfg.vla.threads`` threads (batch 1)."""
+    from policies.vla import TinyVLA
+
+    v = cfg.vla
+    torch.set_num_threads(v.threads)
+    torch.manual_seed(cfg.seed)
+    cams = [f"images/{c}" for c in v.cameras]
+    state = {"state/ee_pos": 3, "state/ee_quat": 4, "state/gripper": 1}
+    policy = TinyVLA(
+        state,
+        cfg.action_dim,
+        cams,
+        obs_horizon=v.obs_horizon,
+        action_horizon=cfg.action_horizon,
+        num_steps=v.num_steps,
+        vocab=[f"w{i}" for i in range(20)],
+        **(dict(v.policy_kwargs) if v.get("policy_kwargs") else {}),
+    )
+    h, w = v.image_size
+    obs: dict[str, torch.Tensor] = {k: torch.randn(1, v.obs_horizon, d) for k, d in state.items()}
+    for cam in cams:
+        obs[cam] = torch.randint(0, 256, (1, v.obs_horizon, h, w, 3), dtype=torch.uint8)
+    obs["language"] = policy.tokenize(["w1 w2 w3 w4 w5"])
+    return {**chunk_latency(policy, obs, cfg.calls, cfg.warmup), "threads": v.threads}

@@ -42,6 +42,9 @@ def _policy_kwargs(cfg: DictConfig, store: EpisodeStore, obs_keys: list[str], st
     if cfg.policy == "vla":  # the vocabulary is the store's instructions (saved in the config)
         tokenizer = WordTokenizer.from_texts(store.meta("language").tolist())
         kw["vocab"] = tokenizer.vocab
+        kw["aux_dims"] = {k: int(np.prod(store.array(k).shape[1:])) for k in cfg.aux_keys}
+    elif cfg.aux_keys:
+        raise ValueError(f"aux_keys is for policy=vla, not {cfg.policy}")
     kw.update(extra)  # type: ignore[arg-type]
     return kw
 
@@ -66,9 +69,13 @@ def run_train_bc(cfg: DictConfig) -> dict[str, Any]:
     if store.num_episodes < 2:
         raise ValueError(f"{cfg.dataset} has {store.num_episodes} episodes; BC needs at least 2")
     state_keys = [k for k in store.keys if k.startswith("state/")]
-    obs_keys = list(cfg.obs_keys) if cfg.obs_keys else state_keys
+    aux_keys = list(cfg.aux_keys)
+    obs_keys = list(cfg.obs_keys) if cfg.obs_keys else [k for k in state_keys if k not in aux_keys]
     obs_keys += [f"images/{c}" for c in cfg.cameras]
-    missing = [k for k in obs_keys if k not in store.keys]
+    inputs_too = sorted(set(aux_keys) & set(obs_keys))
+    if inputs_too:
+        raise ValueError(f"aux_keys {inputs_too} are also in obs_keys: an input is no target")
+    missing = [k for k in obs_keys + aux_keys if k not in store.keys]
     if missing:
         raise ValueError(f"{cfg.dataset} has no {missing}; it has {store.keys}")
     excluded = int((~intact).sum())
@@ -84,10 +91,11 @@ def run_train_bc(cfg: DictConfig) -> dict[str, Any]:
     if not val_mask.any():
         val_mask = None
     stats = compute_stats(
-        store, [k for k in obs_keys if k.startswith("state/")] + ["action"], train_mask
+        store, [k for k in obs_keys if k.startswith("state/")] + aux_keys + ["action"], train_mask
     )
     policy = make_policy(cfg.policy, **_policy_kwargs(cfg, store, obs_keys, stats))
     episode_obs = _episode_obs(policy, store)
+    obs_keys += aux_keys  # loaded with each sample: the auxiliary loss's targets
     train_ds = SequenceDataset(
         store,
         obs_keys,
