@@ -22,9 +22,10 @@ Observation batch: ``{"state/<k>": (B, To, D_k), "images/<cam>": (B, To, H, W, 3
 
 Auxiliary state loss (training only): with ``aux_dims`` (privileged sim state such as object
 positions, ``{"state/<k>": D_k}``), an MLP head predicts those entries' normalised values at the
-last observation step from the readout features, and ``aux_weight`` times its MSE joins the flow
-loss. The head makes the trunk locate the objects and, for entries that depend on the
-instruction (the named cube's position), ground the words; inference never reads those entries.
+last observation step from the readout features (or the cameras' keypoints), and
+``aux_weight`` times its MSE joins the flow loss. The head makes the trunk locate the objects
+and, for entries that depend on the instruction (the named cube's position), ground the words;
+inference never reads those entries.
 """
 
 from __future__ import annotations
@@ -202,15 +203,19 @@ class PrefixEncoder(nn.Module):
         return self.features(obs, normalizer)[0]
 
     def features(
-        self, obs: Mapping[str, torch.Tensor], normalizer: Any
+        self, obs: Mapping[str, torch.Tensor], normalizer: Any, readout: bool = True
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(readout (B, R * D), keypoints of every camera at the last step (B, cams * 2K))."""
+        """(readout (B, R * D), keypoints of every camera at the last step (B, cams * 2K)).
+        ``readout=False`` skips the transformer (the readout comes back (B, 0))."""
         tokens: list[torch.Tensor] = []
         points: list[torch.Tensor] = []
         for cam, key in enumerate(self.image_keys):
             tok, pts = self._image_tokens(key, obs[key], cam)
             tokens.append(tok)
             points.append(pts)
+        if not readout:
+            kps = torch.cat(points, dim=-1)
+            return kps.new_zeros(kps.shape[0], 0), kps
         if LANGUAGE_KEY not in obs:
             raise KeyError(f"a VLA needs the instruction: obs[{LANGUAGE_KEY!r}] (B, L) token ids")
         ids = obs[LANGUAGE_KEY]
@@ -461,14 +466,14 @@ class TinyVLA(FlowChainPolicy):
         missing = [k for k in self.aux_dims if k not in obs]
         if missing:
             raise KeyError(f"the auxiliary loss needs {missing} in the training batch")
-        readout, points = self.prefix.features(obs, self.normalizer)
+        parts = self._parts(obs)
         target = torch.cat(
             [self.normalizer.normalize(k, obs[k][:, -1].float()) for k in self.aux_dims], dim=-1
         )
-        aux = torch.mean((self.predict_state(obs, readout, points) - target) ** 2)
+        aux = torch.mean((self.predict_state(*parts) - target) ** 2)
         # teacher forcing: the expert reads the true state, perturbed
         noisy = target + self.state_token_noise * torch.randn_like(target)
-        cond = self._condition(obs, readout, noisy)
+        cond = self._condition(parts[0], parts[2], noisy)
         flow, info = self.flow_loss(cond, batch["action"])
         loss = flow + self.aux_weight * aux
         return loss, {**info, "loss": float(loss.detach()), "aux_loss": float(aux.detach())}
@@ -483,31 +488,44 @@ class TinyVLA(FlowChainPolicy):
         a state token (``expert_input``) the tokens holding the auxiliary head's prediction."""
         if self.state_token is None:
             return self.encoder(obs, self.normalizer)
-        readout, points = self.prefix.features(obs, self.normalizer)
-        return self._condition(obs, readout, self.predict_state(obs, readout, points))
+        readout, points, rest = self._parts(obs)
+        return self._condition(readout, rest, self.predict_state(readout, points, rest))
+
+    def _parts(
+        self, obs: Mapping[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """What the heads read, each computed once: the readout ((B, 0) when neither head reads
+        it: the trunk is skipped), the keypoints, and the instruction and proprioception tokens
+        (B, 2, D) (None when unused)."""
+        uses_readout = self.aux_input == "readout" or self.expert_input != "state"
+        readout, points = self.prefix.features(obs, self.normalizer, readout=uses_readout)
+        uses_rest = self.aux_input == "keypoints" or self.expert_input == "state"
+        rest = self.prefix.instruction_and_proprio(obs, self.normalizer) if uses_rest else None
+        return readout, points, rest
 
     def predict_state(
-        self, obs: Mapping[str, torch.Tensor], readout: torch.Tensor, points: torch.Tensor
+        self, readout: torch.Tensor, points: torch.Tensor, rest: torch.Tensor | None
     ) -> torch.Tensor:
         """(B, A) the auxiliary head's normalised ``aux_dims`` state: from the readout, or
         (``aux_input="keypoints"``) from the cameras' keypoints and the instruction's mean word
-        embedding (image coordinates map to table positions almost linearly)."""
+        embedding (``rest[:, 0]``; image coordinates map to table positions almost linearly)."""
         assert self.aux_head is not None
         if self.aux_input == "readout":
             return self.aux_head(readout)
-        words = self.prefix.instruction_and_proprio(obs, self.normalizer)[:, 0]
-        return self.aux_head(torch.cat([points, words], dim=-1))
+        assert rest is not None
+        return self.aux_head(torch.cat([points, rest[:, 0]], dim=-1))
 
     def _condition(
-        self, obs: Mapping[str, torch.Tensor], readout: torch.Tensor, state: torch.Tensor
+        self, readout: torch.Tensor, rest: torch.Tensor | None, state: torch.Tensor
     ) -> torch.Tensor:
-        """The expert's (B, tokens * D) conditioning from the readout and a normalised state."""
+        """The expert's (B, tokens * D) conditioning from the readout, the instruction and
+        proprioception tokens and a normalised state."""
         if self.state_token is None:
             return readout
         token = self.state_token(state)
         if self.expert_input == "readout+state":
             return torch.cat([readout, token], dim=-1)
-        rest = self.prefix.instruction_and_proprio(obs, self.normalizer)  # (B, 2, D)
+        assert rest is not None
         return torch.cat([token[:, None], rest], dim=1).flatten(1)
 
     def tokenize(self, texts: Sequence[str]) -> torch.Tensor:

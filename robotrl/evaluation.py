@@ -10,7 +10,7 @@ from typing import Any, Protocol
 import numpy as np
 from tqdm.auto import tqdm
 
-LANGUAGE_KEY = "language"  # an instructed env's observation entry (str; a tuple in a vector env)
+from policies.tokenizer import LANGUAGE_KEY  # str per env; a tuple of str in a vector env
 
 
 class EpisodePolicy(Protocol):

@@ -3,6 +3,7 @@ instructions, lifting the other one is no success, placements keep the cubes apa
 
 import numpy as np
 import pytest
+from episodes import run_episode
 
 import sim
 from robotrl.evaluation import evaluate
@@ -10,22 +11,12 @@ from sim.tasks.lift import CUBE_HALF, LIFT_HEIGHT
 from sim.tasks.pick_color import MIN_SEPARATION, PickColorExpert, target_color
 
 
-def _run(env, policy, seed):
-    obs, _ = env.reset(seed=seed)
-    policy.reset()
-    for _ in range(env.max_episode_steps):
-        obs, _, terminated, truncated, info = env.step(policy(obs))
-        if terminated or truncated:
-            break
-    return obs, info
-
-
 def test_expert_succeeds_on_both_instructions():
     env = sim.make("pick_color")
     expert = sim.make_expert("pick_color", env)
     by_instruction: dict[str, list[bool]] = {}
     for seed in range(200, 224):
-        obs, info = _run(env, expert, seed)
+        obs, info = run_episode(env, expert, seed)
         by_instruction.setdefault(env.instruction, []).append(bool(info["success"]))
         named = target_color(env.instruction)
         other = "green" if named == "red" else "red"

@@ -4,6 +4,7 @@ success, placements keep objects apart and follow the seed, and the eval reports
 
 import numpy as np
 import pytest
+from episodes import run_episode
 
 import sim
 from robotrl.evaluation import evaluate
@@ -50,22 +51,12 @@ def test_splits_partition_the_families_and_cover_every_word():
     assert drawn == set(UNSEEN_FAMILIES)
 
 
-def _run(env, policy, seed):
-    obs, _ = env.reset(seed=seed)
-    policy.reset()
-    for _ in range(env.max_episode_steps):
-        obs, _, terminated, truncated, info = env.step(policy(obs))
-        if terminated or truncated:
-            break
-    return obs, info
-
-
 def test_expert_succeeds_on_every_family():
     env = sim.make("tabletop")
     expert = sim.make_expert("tabletop", env)
     results: dict[str, list[bool]] = {}
     for seed in range(36):
-        obs, info = _run(env, expert, seed)
+        obs, info = run_episode(env, expert, seed)
         results.setdefault(env.task.family, []).append(bool(info["success"]))
         verb, color = env.task.family.split("/")
         if info["success"] and verb == "lift":

@@ -16,6 +16,20 @@ CUBE_CENTER = np.array([0.5, 0.0])  # nominal xy on the table [m]
 LIFT_HEIGHT = 0.10  # success: cube centre this far above its start [m]
 
 
+def colored_cubes_xml(colors: dict[str, str]) -> str:
+    """MJCF of one free cube per ``{name: rgba}`` (body, joint and geom named after it), placed
+    apart along y; tasks move them at reset."""
+    return "".join(
+        f"""
+<body name="{c}" pos="0.5 {0.1 * i} {CUBE_HALF}">
+  <freejoint name="{c}"/>
+  <geom name="{c}" type="box" size="{CUBE_HALF} {CUBE_HALF} {CUBE_HALF}" mass="{CUBE_MASS}"
+        rgba="{rgba}" class="object"/>
+</body>"""
+        for i, (c, rgba) in enumerate(colors.items())
+    )
+
+
 @dataclass
 class LiftTask(Task):
     name: str = "lift"

@@ -11,7 +11,7 @@ import numpy as np
 
 from sim.instructed_env import LANGUAGE_KEY, InstructedTask
 from sim.task import free_joint_qpos_adr, yaw_quat
-from sim.tasks.lift import CUBE_HALF, CUBE_MASS, LIFT_HEIGHT, LiftExpert
+from sim.tasks.lift import CUBE_HALF, LIFT_HEIGHT, LiftExpert, colored_cubes_xml
 
 COLORS = {"red": "0.85 0.15 0.1 1", "green": "0.1 0.7 0.2 1"}
 PLACE_CENTER = np.array([0.5, 0.0])  # nominal xy of the placement area [m]
@@ -36,15 +36,7 @@ class PickColorTask(InstructedTask):
     instructions: tuple[str, ...] = ("lift the red cube", "lift the green cube")
 
     def objects_xml(self) -> str:
-        return "".join(
-            f"""
-<body name="{c}" pos="0.5 {0.1 * i} {CUBE_HALF}">
-  <freejoint name="{c}"/>
-  <geom name="{c}" type="box" size="{CUBE_HALF} {CUBE_HALF} {CUBE_HALF}" mass="{CUBE_MASS}"
-        rgba="{rgba}" class="object"/>
-</body>"""
-            for i, (c, rgba) in enumerate(COLORS.items())
-        )
+        return colored_cubes_xml(COLORS)
 
     def bind(self, model: mujoco.MjModel) -> None:
         self._qadr = {c: free_joint_qpos_adr(model, c) for c in COLORS}

@@ -24,7 +24,7 @@ import numpy as np
 from sim.expert import grasp_yaw, yaw_down
 from sim.instructed_env import LANGUAGE_KEY, InstructedTask
 from sim.task import free_joint_qpos_adr, yaw_quat
-from sim.tasks.lift import CUBE_HALF, CUBE_MASS, LIFT_HEIGHT, LiftExpert
+from sim.tasks.lift import CUBE_HALF, LIFT_HEIGHT, LiftExpert, colored_cubes_xml
 
 COLORS = {"red": "0.85 0.15 0.1 1", "green": "0.1 0.7 0.2 1", "blue": "0.15 0.3 0.9 1"}
 PAD_RGBA = "0.95 0.85 0.2 1"
@@ -87,15 +87,7 @@ class TabletopTask(InstructedTask):
         self.instructions = instructions_of(self.families)
 
     def objects_xml(self) -> str:
-        cubes = "".join(
-            f"""
-<body name="{c}" pos="0.5 {0.1 * i} {CUBE_HALF}">
-  <freejoint name="{c}"/>
-  <geom name="{c}" type="box" size="{CUBE_HALF} {CUBE_HALF} {CUBE_HALF}" mass="{CUBE_MASS}"
-        rgba="{rgba}" class="object"/>
-</body>"""
-            for i, (c, rgba) in enumerate(COLORS.items())
-        )
+        cubes = colored_cubes_xml(COLORS)
         pad = f"""
 <body name="pad" mocap="true" pos="0.5 -0.1 0.0005">
   <geom name="pad" type="cylinder" size="{PAD_RADIUS} 0.0005" rgba="{PAD_RGBA}"
