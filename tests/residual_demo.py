@@ -16,6 +16,9 @@ Ray cluster of two nodes started as on two machines (``ray start --head``, then 
    checkpoint (its replay is lost);
 3. the second actor finishes, flushes, and the learner is stopped.
 
+The learner joins at the head's ``host:port``; the actors join with ``address="auto"``, as a
+process on a machine that ran ``ray start --address`` does.
+
 One JSON line reports the evaluated success curve (env steps, time, weights version, connected),
 the transport counters, and the accounting of the surviving actor: ``sent == delivered +
 dropped + rejected`` with ``delivered`` the unique (actor, epoch, seq) batches the learners
@@ -115,8 +118,10 @@ def actor_main(
 ) -> None:
     """Actor process: act until ``total_steps`` (``step_offset`` done before), report JSON."""
     from robotrl.distributed import ActorClient
+    from robotrl.distributed.cluster import connect
 
     torch.set_num_threads(1)
+    joined = connect(address)
     base, feat = BiasedPointBase(), _featurizer()
     agent = ResidualAgent(feat.dim, 2, ResidualConfig(**RESIDUAL_SETTINGS), seed=seed)
     train = toy_train(total_steps, seed)
@@ -140,7 +145,7 @@ def actor_main(
         ack_timeout=2.0,
         peer_timeout=1.0,
     )
-    _emit(event="start", epoch=client.epoch, pid=os.getpid())
+    _emit(event="start", epoch=client.epoch, pid=os.getpid(), cluster=joined)
     try:
         out = run_actor(
             client,
@@ -179,17 +184,20 @@ def run(
     seed: int = 0,
     timeout: float = 600.0,
     port: int = 6391,
+    actor_address: str | None = None,
 ) -> dict[str, Any]:
     """The demonstration (see the module docstring) in the Ray cluster at ``address`` (None:
-    start a two-node one on this machine, as a GPU box and a robot PC would); its summary."""
+    start a two-node one on this machine, as a GPU box and a robot PC would, and let the
+    actors find it with ``"auto"``); its summary."""
     if address is None:
         from ray_learner import two_node_cluster
 
         with two_node_cluster(port) as addr:
             return run(addr, total_steps, hz, kill_actor_at, kill_learner_at, outbox_batches,
-                       seed, timeout)  # fmt: skip
+                       seed, timeout, actor_address="auto")  # fmt: skip
     py = [sys.executable, __file__]
     env_address = ["--address", address]
+    actor_env_address = ["--address", actor_address or address]
     with tempfile.TemporaryDirectory() as tmp:
         state, log = Path(tmp) / "learner", Path(tmp) / "deliveries.txt"
         learner_cmd = [*py, "learner", *env_address, "--state-dir", str(state)]
@@ -201,7 +209,7 @@ def run(
             def start_actor(offset: int, s: int) -> RoleProcess:
                 a = RoleProcess(
                     [
-                        *py, "actor", *env_address, "--total-steps", str(total_steps),
+                        *py, "actor", *actor_env_address, "--total-steps", str(total_steps),
                         "--step-offset", str(offset), "--hz", str(hz), "--seed", str(s),
                         "--outbox-batches", str(outbox_batches),
                     ],
@@ -250,6 +258,9 @@ def run(
     after = [c for c in curve if c["t"] > learner_restarted_t]
     return {
         "task": "point_goal (sim.toy), BiasedPointBase bias (0.5, -0.5)",
+        "learner_address": address,
+        "actor_address": actor_address or address,
+        "actor_clusters": [a.lines[0]["cluster"] for a in actors],
         "total_steps": total_steps,
         "actor_hz": hz,
         "base_success": curve[0]["success_rate"],

@@ -1,6 +1,7 @@
 """Robot env over ROS 2: the sim env's observation keys, the scripted expert succeeds through it
 against the real-time sim robot node, stale state holds and refuses actions (with the reason),
-a restarted robot resumes without a new env, and actions can go to a bridge instead."""
+a restarted robot resumes without a new env, and actions can go to a bridge instead; pacing,
+holds and timeouts on a clock the test owns."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from waits import eventually
 import sim
 from hardware.ros2 import messages as m
 from hardware.ros2.config import SimRobotConfig
+from hardware.ros2.observation import state_messages
 from hardware.ros2.robot_env import RobotEnvError, RosRobotEnv
 from hardware.ros2.topics import SIM
 from robotrl.evaluation import evaluate
@@ -42,6 +44,126 @@ class _Expert:
 
     def __call__(self, obs: dict) -> np.ndarray:
         return self.expert(obs)
+
+
+class _StreamingRobot:
+    """A robot streaming one fixed state at ``state_hz`` on a clock the test owns: ``sleep(s)``
+    moves time forward in state periods and publishes the state at each (unless ``stalled``);
+    a reset is answered at once with the ``episode`` message of its seed."""
+
+    def __init__(self, bus: FakeTransport, task: str = "reach", state_hz: float = 200.0) -> None:
+        self.bus, self.now_ns, self.stalled = bus, 0, False
+        self.period_ns = round(1e9 / state_hz)
+        self.obs, _ = sim.make(task).reset(seed=0)
+        self.task_keys = list(task_sizes(task))
+        self.slept: list[float] = []
+        self._pubs: dict[str, object] = {}
+        self._episode = bus.publisher(SIM.episode, m.Float64MultiArray)
+        bus.subscribe(SIM.reset, m.Float64MultiArray, self._on_reset)
+
+    def clock_ns(self) -> int:
+        return self.now_ns
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.advance(seconds)
+
+    def advance(self, seconds: float) -> None:
+        """Let ``seconds`` pass (the policy thinking, or the env sleeping)."""
+        end = self.now_ns + round(seconds * 1e9)
+        while self.now_ns < end:
+            self.now_ns = min(end, self.now_ns + self.period_ns)
+            if not self.stalled:
+                self._publish_state()
+
+    def _publish_state(self) -> None:
+        msgs = state_messages(self.obs, self.now_ns, SIM, task_keys=self.task_keys)
+        for topic, msg in msgs.items():
+            if topic not in self._pubs:
+                self._pubs[topic] = self.bus.publisher(topic, type(msg))
+            self._pubs[topic].publish(msg)  # type: ignore[attr-defined]
+
+    def _on_reset(self, msg: m.Float64MultiArray) -> None:
+        sec, nsec = divmod(self.now_ns, 1_000_000_000)
+        data = [msg.data[0], 0, 0.0, 0, 0, 0, sec, nsec]
+        self._episode.publish(m.Float64MultiArray(data=[float(x) for x in data]))
+
+
+def _clocked_env(robot: _StreamingRobot, **kwargs: object) -> RosRobotEnv:
+    return RosRobotEnv(
+        robot.bus,
+        SIM,
+        task_sizes=task_sizes("reach"),
+        clock_ns=robot.clock_ns,
+        sleep=robot.sleep,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def test_steps_are_paced_to_the_control_period_on_the_injected_clock() -> None:
+    robot = _StreamingRobot(FakeTransport())
+    env = _clocked_env(robot, control_hz=20.0)
+    try:
+        env.reset(seed=3)
+        t0 = robot.now_ns
+        for k in range(1, 4):  # an instant policy: each step returns one period after the last
+            env.step(np.zeros(7))
+            assert robot.now_ns == t0 + k * 50_000_000
+        robot.advance(0.02)  # a 20 ms policy: the step still ends on the schedule
+        env.step(np.zeros(7))
+        assert robot.now_ns == t0 + 4 * 50_000_000
+        robot.advance(0.07)  # a 70 ms policy (20 ms late): no sleep, the schedule holds
+        n = len(robot.slept)
+        env.step(np.zeros(7))
+        assert len(robot.slept) == n and robot.now_ns == t0 + 5 * 50_000_000 + 20_000_000
+        env.step(np.zeros(7))
+        assert robot.now_ns == t0 + 6 * 50_000_000
+        # a stall of three periods: the schedule restarts, no burst of unpaced catch-up steps
+        # (the watchdog's bound is raised so that the fresh-streaming robot is not held)
+        env.watchdog.timeout_s = 1.0
+        robot.advance(0.15)
+        late = robot.now_ns
+        env.step(np.zeros(7))
+        assert robot.now_ns == late
+        env.step(np.zeros(7))
+        assert robot.now_ns == late + 50_000_000
+    finally:
+        env.close()
+
+
+def test_stale_state_refuses_actions_until_it_streams_again() -> None:
+    robot = _StreamingRobot(FakeTransport())
+    env = _clocked_env(robot, control_hz=20.0, state_timeout_s=0.05)
+    try:
+        env.reset(seed=0)
+        sent = len(robot.bus.sent[SIM.equilibrium_pose])
+        _o, _r, _t, _tr, info = env.step(np.zeros(7))
+        assert not info["hold"] and len(robot.bus.sent[SIM.equilibrium_pose]) == sent + 1
+        robot.stalled = True
+        robot.advance(0.06)  # the newest state is now 60 ms old: over the 50 ms bound
+        sent = len(robot.bus.sent[SIM.equilibrium_pose])
+        _o, _r, _t, _tr, info = env.step(np.zeros(7))
+        assert info["hold"] and info["hold_reason"] and env.holds == 1
+        held = len(robot.bus.sent[SIM.equilibrium_pose])
+        robot.stalled = False
+        robot.advance(0.01)
+        _o, _r, _t, _tr, info = env.step(np.zeros(7))
+        assert not info["hold"] and len(robot.bus.sent[SIM.equilibrium_pose]) == held + 1
+        assert held >= sent  # a hold re-sends the current pose at most; it never moves the arm
+    finally:
+        env.close()
+
+
+def test_reset_times_out_on_the_injected_clock_without_a_robot() -> None:
+    robot = _StreamingRobot(FakeTransport())
+    robot.bus.subs[SIM.reset].clear()  # nobody answers resets
+    env = _clocked_env(robot, reset_timeout_s=30.0)
+    try:
+        with pytest.raises(RobotEnvError, match="is the robot running"):
+            env.reset(seed=0)
+        assert robot.now_ns >= 30_000_000_000  # 30 s of the test's time, none of the machine's
+    finally:
+        env.close()
 
 
 def test_spaces_match_the_sim_env_and_bad_arguments() -> None:

@@ -5,7 +5,7 @@ by :class:`hardware.ros2.observation.StateCache` (newest sample of each topic, z
 plus ``state/<key>`` task entries from the ``task_state`` topic when asked. Actions are the sim's
 normalised (7,) delta-TCP + gripper actions.
 
-Per ``step(a)`` (paced to ``control_hz`` by the wall clock):
+Per ``step(a)`` (paced to ``control_hz`` by the clock, monotonic time unless injected):
 
 1. if the :class:`~hardware.ros2.pose_commander.StateWatchdog` holds (state older than
    ``state_timeout_s``), the action is refused: nothing is sent, ``info["hold"]`` is True and
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -84,6 +84,8 @@ class RosRobotEnv(gym.Env):
             equilibrium_pose``): a step waits for its answer (the ``episode`` message and the
             state of that stamp) instead of the wall clock, and the watchdog bound becomes
             :data:`LOCKSTEP_TIMEOUT_S` (state only changes when commanded).
+        clock_ns: monotonic clock [ns] for pacing, state ages, the watchdog and every timeout.
+        sleep: waits that many seconds (pacing and polling); goes with ``clock_ns``.
     """
 
     metadata = {"render_modes": []}  # noqa: RUF012 - gym API
@@ -108,6 +110,8 @@ class RosRobotEnv(gym.Env):
         terminate_on_success: bool = True,
         reset_timeout_s: float = 30.0,
         lockstep: bool = False,
+        clock_ns: Callable[[], int] = time.monotonic_ns,
+        sleep: Callable[[float], object] = time.sleep,
     ) -> None:
         if command not in COMMANDS:
             raise ValueError(f"command must be one of {COMMANDS}, got {command!r}")
@@ -125,7 +129,11 @@ class RosRobotEnv(gym.Env):
         self.reset_timeout_s = float(reset_timeout_s)
         self.lockstep = lockstep
         self.task_sizes = dict(task_sizes or {})
-        self.cache = StateCache(profile, task_state=bool(self.task_sizes), cameras=cameras)
+        self._clock_ns = clock_ns
+        self._sleep = sleep
+        self.cache = StateCache(
+            profile, task_state=bool(self.task_sizes), cameras=cameras, clock_ns=clock_ns
+        )
         self._subs = self.cache.subscribe(transport, SENSOR_QOS)
         self.commander: PoseCommander | None = None
         self._action_pub: Any = None
@@ -147,6 +155,7 @@ class RosRobotEnv(gym.Env):
             on_hold=self._on_hold,
             on_resume=self._on_resume,
             status=transport if command == "equilibrium_pose" else None,
+            clock=self._now,
         )
         self._reset_pub = transport.publisher(profile.reset, m.Float64MultiArray)
         self._episode_lock = threading.Condition()
@@ -175,13 +184,17 @@ class RosRobotEnv(gym.Env):
         self.holds = 0  # steps refused by the watchdog
         self.refused_last = False
 
+    def _now(self) -> float:
+        """The injected monotonic clock [s]."""
+        return self._clock_ns() / 1e9
+
     # ------------------------------------------------------------------ callbacks
     def _on_episode(self, msg: m.Float64MultiArray) -> None:
         if len(msg.data) != len(EPISODE_FIELDS):
             return
         with self._episode_lock:
             self._episode = dict(zip(EPISODE_FIELDS, msg.data, strict=True))
-            self._episode_received = time.monotonic()
+            self._episode_received = self._now()
             self._episode_lock.notify_all()
 
     def _on_hold(self, reason: str) -> None:
@@ -203,15 +216,15 @@ class RosRobotEnv(gym.Env):
 
     def _wait_state(self, after: float) -> dict[str, np.ndarray]:
         """Newest state once every topic has a sample received after ``after`` (monotonic)."""
-        deadline = time.monotonic() + self.reset_timeout_s
-        while time.monotonic() < deadline:
+        deadline = self._now() + self.reset_timeout_s
+        while self._now() < deadline:
             ages = self.cache.ages()
-            now = time.monotonic()
+            now = self._now()
             if all(a is not None and now - a > after for a in ages.values()):
                 obs = self._fresh_obs()
                 if obs is not None and len(obs) == len(self.observation_space.spaces):
                     return obs
-            time.sleep(0.002)
+            self._sleep(0.002)
         raise RobotEnvError(
             f"no fresh state within {self.reset_timeout_s} s: {self.watchdog.check() or 'ok'};"
             f" missing observation keys: {self._missing_keys()}"
@@ -228,16 +241,16 @@ class RosRobotEnv(gym.Env):
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         super().reset(seed=seed)
         self._seed = int(seed) if seed is not None else int(self.np_random.integers(2**31))
-        deadline = time.monotonic() + self.reset_timeout_s
+        deadline = self._now() + self.reset_timeout_s
         # every state topic and the episode topic matched first: what a lockstep robot publishes
         # once per reset must not go out before discovery has connected us
         # (with a bridge: its action reader too; its state readers come up with it)
-        while time.monotonic() < deadline and (
+        while self._now() < deadline and (
             self._reset_pub.matched_count() == 0
             or any(s.matched_count() == 0 for s in self._subs)
             or (self._action_pub is not None and self._action_pub.matched_count() == 0)
         ):
-            time.sleep(0.01)
+            self._sleep(0.01)
         if self._action_pub is not None and self._action_pub.matched_count() == 0:
             raise RobotEnvError(
                 f"nobody subscribes to {self.profile.action} within {self.reset_timeout_s} s: "
@@ -245,33 +258,33 @@ class RosRobotEnv(gym.Env):
             )
         if not self._matched_once:  # let the other direction of discovery settle, once
             self._matched_once = True
-            time.sleep(0.2)
-        deadline = time.monotonic() + self.reset_timeout_s
+            self._sleep(0.2)
+        deadline = self._now() + self.reset_timeout_s
         acked, obs = False, None
-        while obs is None and time.monotonic() < deadline:
+        while obs is None and self._now() < deadline:
             if self._reset_pub.matched_count() == 0:  # nobody listens (yet): wait
-                time.sleep(0.01)
+                self._sleep(0.01)
                 continue
-            sent = time.monotonic()
+            sent = self._now()
             self._reset_pub.publish(m.Float64MultiArray(data=[float(self._seed)]))
             with self._episode_lock:
                 acked = self._episode_lock.wait_for(
                     lambda s=sent: (
-                        self._episode_received > s
+                        self._episode_received >= s  # an answer in the same instant counts
                         and self._episode is not None
                         and int(self._episode["seed"]) == self._seed
                     ),
-                    timeout=min(1.0, max(0.0, deadline - time.monotonic())),
+                    timeout=min(1.0, max(0.0, deadline - self._now())),
                 )
                 stamp = _episode_stamp(self._episode or {})
             if not acked:
                 continue
             if self.lockstep:  # the state of the reset stamp, else reset again (same seed)
-                found = self.cache.wait_at(stamp, min(1.0, max(0.0, deadline - time.monotonic())))
+                found = self.cache.wait_at(stamp, min(1.0, max(0.0, deadline - self._now())))
                 if found is not None:
                     obs = {k: found[k] for k in self.observation_space.spaces if k in found}
             else:
-                obs = self._wait_state(after=time.monotonic())
+                obs = self._wait_state(after=self._now())
         if obs is None:
             raise RobotEnvError(
                 f"no {'state' if acked else 'episode message'} for the reset of seed {self._seed}"
@@ -281,7 +294,7 @@ class RosRobotEnv(gym.Env):
         if self.commander is not None:
             self.commander.resync()
         self._steps = 0
-        self._next_tick = time.monotonic() + self.period
+        self._next_tick = self._now() + self.period
         self._last_obs = obs
         return obs, {"success": False, "intervention": False}
 
@@ -297,7 +310,7 @@ class RosRobotEnv(gym.Env):
         if not reason and self.watchdog.held and self.commander is not None:
             self.commander.resync()
         refused = bool(reason)
-        sent = time.monotonic()
+        sent = self._now()
         if not refused:
             obs_now = self._fresh_obs()
             if obs_now is None:
@@ -318,11 +331,15 @@ class RosRobotEnv(gym.Env):
                 )
                 self.holds += 1
         else:
-            # pace to the control rate; a late step starts the next period now
-            delay = self._next_tick - time.monotonic()
+            # pace to the control rate; a step more than a period late restarts the schedule
+            # (its successor gets a full period, no burst of catch-up steps)
+            delay = self._next_tick - self._now()
             if delay > 0:
-                time.sleep(delay)
-            self._next_tick = max(self._next_tick + self.period, time.monotonic())
+                self._sleep(delay)
+            now = self._now()
+            self._next_tick += self.period
+            if self._next_tick <= now:
+                self._next_tick = now + self.period
             obs = self._fresh_obs()
         if obs is None or len(obs) != len(self.observation_space.spaces):
             obs = self._last_obs if self._last_obs is not None else {}
@@ -347,7 +364,7 @@ class RosRobotEnv(gym.Env):
         """The state the lockstep robot published for the command sent at ``sent``."""
         with self._episode_lock:
             if not self._episode_lock.wait_for(
-                lambda: self._episode_received > sent, timeout=LOCKSTEP_TIMEOUT_S
+                lambda: self._episode_received >= sent, timeout=LOCKSTEP_TIMEOUT_S
             ):
                 return None
             stamp = _episode_stamp(self._episode or {})
