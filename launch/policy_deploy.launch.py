@@ -3,6 +3,7 @@ commands through the deterministic safety filter and the stale-state watchdog (+
 recorder and sim robot).
 
     ros2 launch launch/policy_deploy.launch.py checkpoint:=outputs/.../checkpoint episodes:=10
+    ros2 launch launch/policy_deploy.launch.py checkpoint:=<vla> instruction:="lift the red cube"
 """
 
 import os
@@ -51,6 +52,22 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument(
             "task", default_value="lift", description="sim task when use_sim (and metadata)"
         ),
+        DeclareLaunchArgument(
+            "instruction",
+            default_value="",
+            description="task instruction of a language-conditioned policy (or publish it on "
+            "/robotrl/instruction; the sim robot publishes its episode's)",
+        ),
+        DeclareLaunchArgument(
+            "sim_cameras",
+            default_value="[]",
+            description="cameras the sim robot renders when use_sim, e.g. [table,wrist]",
+        ),
+        DeclareLaunchArgument(
+            "sim_image_size",
+            default_value="[96,96]",
+            description="(H, W) of the sim robot's camera images",
+        ),
     ]
     common = [
         "--ros-args",
@@ -72,6 +89,8 @@ def generate_launch_description() -> LaunchDescription:
         ["episodes:=", arg("episodes")],
         "-p",
         ["state_timeout_s:=", arg("state_timeout_s")],
+        "-p",
+        ["instruction:='", arg("instruction"), "'"],  # a YAML string, empty included
     ]
     policy = ExecuteProcess(
         cmd=policy_cmd,
@@ -111,6 +130,10 @@ def generate_launch_description() -> LaunchDescription:
             "__node:=robotrl_sim_robot",
             "-p",
             ["task:=", arg("task")],
+            "-p",
+            ["cameras:=", arg("sim_cameras")],
+            "-p",
+            ["image_size:=", arg("sim_image_size")],
         ],
         name="robotrl_sim_robot",
         output="screen",

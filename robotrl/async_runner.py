@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from robotrl.chunk_runner import policy_keys
+from robotrl.chunk_runner import LANGUAGE_KEY, policy_keys
 from robotrl.inference_worker import InferenceResult, InferenceWorker, SimulatedTimeWorker
 
 log = logging.getLogger(__name__)
@@ -229,7 +229,8 @@ class AsyncChunkRunner:
         missing = [k for k in self.keys if k not in obs]
         if missing:
             raise KeyError(f"the env does not provide {missing}, which the policy reads")
-        entry = {k: np.array(obs[k]) for k in self.keys}  # copies: envs may reuse buffers
+        # copies: envs may reuse buffers (the instruction stays a str)
+        entry = {k: str(obs[k]) if k == LANGUAGE_KEY else np.array(obs[k]) for k in self.keys}
         if not self._history:
             self._history.extend([entry] * self._history.maxlen)  # edge padding, as in training
         else:
@@ -293,14 +294,22 @@ class AsyncChunkRunner:
             return
         if self._chunk is not None and self._chunk_end - (t - self._chunk_req) > self.d:
             return
-        batch = {k: np.stack([h[k] for h in self._history])[None] for k in self.keys}
+        batch = {
+            k: np.stack([h[k] for h in self._history])[None] for k in self.keys if k != LANGUAGE_KEY
+        }
+        # a language-conditioned policy reads the newest instruction, tokenised by its own
+        # tokenizer ((1, L) ids, no history)
+        text = str(self._history[-1][LANGUAGE_KEY]) if LANGUAGE_KEY in self.keys else None
         policy = self.policy
 
         def job() -> np.ndarray:
             import torch
 
+            tensors = {k: torch.from_numpy(v) for k, v in batch.items()}
+            if text is not None:
+                tensors[LANGUAGE_KEY] = torch.from_numpy(policy.tokenizer.encode_batch([text])[0])
             with torch.no_grad():
-                out = policy.predict_chunk({k: torch.from_numpy(v) for k, v in batch.items()})
+                out = policy.predict_chunk(tensors)
             return _to_numpy(out)
 
         self.worker.submit(job, t)

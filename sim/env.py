@@ -141,7 +141,7 @@ class PandaEnv(gym.Env):
         self.data = mujoco.MjData(self.model)
         task.bind(self.model)
         for cam in self.cameras:
-            if mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_CAMERA, cam) < 0:
+            if not self.has_camera(cam):
                 raise ValueError(f"unknown camera {cam!r}")
         m = self.model
         self._arm_qadr = np.array([m.jnt_qposadr[m.joint(f"joint{i + 1}").id] for i in range(7)])
@@ -383,6 +383,10 @@ class PandaEnv(gym.Env):
         return self.read_state()
 
     # ------------------------------------------------------------------ rendering
+    def has_camera(self, camera: str) -> bool:
+        """Whether the scene has a camera of that name."""
+        return mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_CAMERA, camera) >= 0
+
     def render_camera(self, camera: str, *, video: bool = False) -> np.ndarray:
         """(H, W, 3) uint8 image from ``camera`` at :attr:`image_size`.
 

@@ -241,3 +241,25 @@ def test_lookahead_for_rounds_the_latency_up_to_ticks():
     assert lookahead_for(0.1, 20.0, margin=1) == 3
     assert lookahead_for(0.0, 20.0, margin=0) == 0
     assert isinstance(InferenceWorker, type)
+
+
+def test_a_vla_gets_the_newest_instruction_tokenised_at_each_request():
+    from tiny_vla import tiny_vla
+
+    vla = tiny_vla({"state/x": 3}, ["go left", "go right"], num_steps=2).eval()
+    asked: list[list[int]] = []
+    predict = vla.predict_chunk
+
+    def spy(obs):
+        asked.append(obs["language"][0].tolist())
+        return predict(obs)
+
+    vla.predict_chunk = spy  # type: ignore[method-assign]
+    with AsyncChunkRunner(vla, execute_horizon=2, lookahead=1, worker=SimulatedTimeWorker(1)) as r:
+        for t in range(8):
+            text = "go left" if t < 4 else "go right"
+            a = r({"state/x": np.full(3, float(t), np.float32), "language": text})
+            assert a.shape == (2,) and np.isfinite(a).all()
+        assert r.error is None and r.stats.requests >= 3
+    left, right = (vla.tokenizer.encode_batch([t])[0][0].tolist() for t in ("go left", "go right"))
+    assert asked[0] == left and asked[-1] == right

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from omegaconf import OmegaConf
 
 from hardware.ros2.config import (
@@ -245,7 +246,8 @@ def test_parameter_files_exist_and_load_into_node_configs(path: Path) -> None:
             if a == "-p":
                 key, _, raw = cmd[i + 1].partition(":=")
                 value = getattr(cfg, key)
-                assert str(value).lower() == raw.lower() or value == float(raw), (key, raw)
+                got = list(value) if isinstance(value, tuple) else value
+                assert got == yaml.safe_load(raw) or str(value).lower() == raw.lower(), (key, raw)
         checked += 1
     if path.name != "hil_rl_actor.launch.py":
         assert checked >= 2

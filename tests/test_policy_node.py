@@ -1,5 +1,6 @@
 """Policy node: a checkpoint runs seeded episodes on the robot env at the policy rate, through
-the commander (or a bridge); the console script entry runs over DDS and prints its summary."""
+the commander (or a bridge); a VLA reads the sim robot's cameras and its instruction; the
+console script entry runs over DDS and prints its summary."""
 
 from __future__ import annotations
 
@@ -42,11 +43,70 @@ def _sim(bus, **kw) -> tuple[SimRobotNode, threading.Thread]:
 KEYS = {"state/ee_pos": 3, "state/goal_pos": 3}
 
 
+def _run(node: PolicyNode, sim_node: SimRobotNode, thread: threading.Thread):
+    """Run the policy node's episodes, then stop it and the sim robot."""
+    try:
+        return node.run()
+    finally:
+        node.close()
+        sim_node.close()
+        thread.join(timeout=5)
+
+
 def _cfg(ckpt: str, **kw) -> PolicyNodeConfig:
     base = dict(profile="sim", checkpoint=ckpt, control_hz=20.0, policy_hz=20.0)
     base.update(max_episode_steps=6, episodes=2, seed=7, state_timeout_s=0.2)
     base.update(kw)
     return PolicyNodeConfig(**base)
+
+
+def test_a_vla_acts_on_the_cameras_and_the_instruction_of_the_sim_robot(tmp_path) -> None:
+    from tiny_vla import tiny_vla
+
+    from sim.tasks.tabletop import ALL_FAMILIES, instructions_of
+
+    INSTRUCTIONS = instructions_of(ALL_FAMILIES)
+    vla = tiny_vla(
+        {"state/ee_pos": 3, "state/gripper": 1},
+        INSTRUCTIONS,
+        action_dim=7,
+        obs_horizon=1,
+        num_steps=2,
+        max_tokens=16,
+        image_keys=["images/table", "images/wrist"],
+        image_channels=(8, 8, 8, 8),
+    )
+    env_meta = {"controller": "native", "cameras": ["table", "wrist"], "image_size": [24, 32]}
+    ckpt = save_policy(vla, tmp_path / "vla", {"task": "tabletop", "execute_horizon": 2,
+                                               "env": env_meta})  # fmt: skip
+    bus = FakeTransport()
+    sim_cfg = SimRobotConfig(
+        profile="sim", task="tabletop", lockstep=True, lockstep_on="equilibrium_pose",
+        cameras=("table", "wrist"), image_size=(24, 32),
+    )  # fmt: skip
+    sim_node = SimRobotNode(sim_cfg, bus)
+    thread = threading.Thread(target=sim_node.run, daemon=True)
+    thread.start()
+    node = PolicyNode(_cfg(str(ckpt), lockstep=True, max_episode_steps=3, task=""), bus)
+    seen: list[dict] = []
+    inner = node.runner
+
+    class Spy:  # the observations the policy is given
+        def reset(self) -> None:
+            inner.reset()
+
+        def __call__(self, obs: dict) -> np.ndarray:
+            seen.append(obs)
+            return inner(obs)
+
+    node.runner = Spy()  # type: ignore[assignment]
+    stats = _run(node, sim_node, thread)
+    told = [msg.data for msg in bus.sent[SIM.instruction]][-2:]  # the sim's, one per episode
+    assert stats.lengths == [3, 3] and stats.instructions == told
+    assert all(t in INSTRUCTIONS for t in told)
+    assert seen[0]["images/table"].shape == (24, 32, 3) and seen[0]["language"] == told[0]
+    assert seen[-1]["language"] == told[1]
+    assert stats.summary()["instructions"] == told
 
 
 @pytest.mark.parametrize("via_bridge", [False, True])
@@ -57,12 +117,7 @@ def test_episodes_run_at_the_policy_rate(tmp_path, via_bridge: bool) -> None:
         bus.subscribe(SIM.action, m.Float64MultiArray, lambda msg: None)
     sim_node, thread = _sim(bus)
     node = PolicyNode(_cfg(ckpt, via_bridge=via_bridge), bus)
-    try:
-        stats = node.run()
-    finally:
-        node.close()
-        sim_node.close()
-        thread.join(timeout=5)
+    stats = _run(node, sim_node, thread)
     summary = stats.summary()
     assert stats.seeds == [7, 8] and stats.lengths == [6, 6]
     assert summary["episodes"] == 2 and summary["success_ci95"][1] <= 1.0

@@ -166,6 +166,34 @@ def test_reset_times_out_on_the_injected_clock_without_a_robot() -> None:
         env.close()
 
 
+def test_instruction_from_the_parameter_then_the_topic() -> None:
+    robot = _StreamingRobot(FakeTransport())
+    env = _clocked_env(robot, instruction="lift the red cube")
+    try:
+        assert "language" in env.observation_space.spaces
+        obs, _ = env.reset(seed=0)
+        assert obs["language"] == "lift the red cube"
+        say = robot.bus.publisher(SIM.instruction, m.String)
+        say.publish(m.String(data="put the blue cube on the pad"))  # the newest wins
+        obs, *_ = env.step(np.zeros(7))
+        assert obs["language"] == "put the blue cube on the pad"
+        assert set(obs) == set(env.observation_space.spaces)
+    finally:
+        env.close()
+    robot = _StreamingRobot(FakeTransport())
+    env = _clocked_env(robot, instruction="")  # none given, none published
+    try:
+        with pytest.raises(RobotEnvError, match="needs an instruction"):
+            env.reset(seed=0)
+    finally:
+        env.close()
+    env = _clocked_env(_StreamingRobot(FakeTransport()))  # not language-conditioned
+    try:
+        assert "language" not in env.reset(seed=0)[0]
+    finally:
+        env.close()
+
+
 def test_spaces_match_the_sim_env_and_bad_arguments() -> None:
     bus = FakeTransport()
     env = RosRobotEnv(bus, SIM, task_sizes=task_sizes("lift"))

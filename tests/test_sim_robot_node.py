@@ -1,5 +1,6 @@
-"""Sim robot node: lockstep steps equal the in-process env bit for bit; in real time it publishes
-state at its rate, tracks equilibrium pose / gripper / stiffness commands and resets by seed."""
+"""Sim robot node: lockstep steps equal the in-process env bit for bit (camera images and the
+instruction of a language task too); in real time it publishes state and images at their rates,
+tracks equilibrium pose / gripper / stiffness commands and resets by seed."""
 
 from __future__ import annotations
 
@@ -70,6 +71,47 @@ def test_lockstep_equals_the_in_process_env() -> None:
     finally:
         node.close()
         thread.join(timeout=5)
+
+
+def test_lockstep_cameras_and_instruction_equal_the_in_process_env() -> None:
+    cams = ("table", "wrist")
+    bus = FakeTransport()
+    cfg = SimRobotConfig(
+        profile="sim", task="tabletop", lockstep=True, cameras=cams, image_size=(32, 40)
+    )
+    node = SimRobotNode(cfg, bus)
+    cache = StateCache(SIM, task_state=True, cameras=cams)
+    cache.subscribe(bus)
+    thread = _start(node)
+    try:
+        ref = sim.make("tabletop", cameras=cams, image_size=(32, 40))
+        reset = bus.publisher(SIM.reset, m.Float64MultiArray)
+        act = bus.publisher(SIM.action, m.Float64MultiArray)
+        for seed in (3, 4):
+            reset.publish(m.Float64MultiArray(data=[float(seed)]))
+            obs, _ = ref.reset(seed=seed)
+            _wait(lambda s=seed: any(int(e["seed"]) == s for e in _episodes(bus)[-1:]))
+            # the instruction went out before the reset's state, latched
+            assert bus.sent[SIM.instruction][-1].data == obs["language"]
+            for _ in range(3):
+                ep = _episodes(bus)[-1]
+                stamp = int(ep["stamp_sec"]) * 1_000_000_000 + int(ep["stamp_nanosec"])
+                got = cache.at(stamp)
+                assert got is not None
+                for cam in cams:
+                    assert got[f"images/{cam}"].shape == (32, 40, 3)
+                    np.testing.assert_array_equal(got[f"images/{cam}"], obs[f"images/{cam}"])
+                n = len(bus.sent[SIM.episode])
+                a = np.array([0.5, -0.3, -0.4, 0.0, 0.0, 0.0, 1.0])
+                act.publish(m.Float64MultiArray(data=[float(x) for x in a]))
+                obs, *_ = ref.step(a)
+                _wait(lambda n=n: len(bus.sent[SIM.episode]) == n + 1)
+        assert node.stats.image_msgs == 2 * len(bus.sent[SIM.episode])
+    finally:
+        node.close()
+        thread.join(timeout=5)
+    with pytest.raises(ValueError, match="no topic in profile"):
+        SimRobotNode(SimRobotConfig(profile="franka", task="lift", cameras=("table",)), bus)
 
 
 def test_realtime_rates_commands_and_reset() -> None:

@@ -8,6 +8,7 @@ from hardware.ros2.topics import (
     FRANKA,
     PROFILES,
     SIM,
+    SIM_CAMERAS,
     ConfigError,
     QosChoice,
     action_tag,
@@ -27,8 +28,11 @@ def test_franka_profile_uses_franka_ros2_names():
     assert FRANKA.arm_joints[0] == "fr3_joint1" and len(FRANKA.arm_joints) == 7
     assert PROFILES["generic"].equilibrium_pose == "/target_pose"
     # the sim speaks the franka names, plus what a real Franka lacks
-    same = {k: v for k, v in SIM.all_topics().items() if k != "ee_twist"}
+    same = {
+        k: v for k, v in SIM.all_topics().items() if k != "ee_twist" and not k.startswith("camera.")
+    }
     assert same == FRANKA.all_topics() and SIM.ee_twist and not FRANKA.ee_twist
+    assert set(SIM.camera_topics) == set(SIM_CAMERAS) and not FRANKA.cameras
 
 
 def test_every_topic_is_absolute_and_unique_per_profile():

@@ -5,6 +5,7 @@ runner feeds it the env's instruction."""
 import numpy as np
 import pytest
 import torch
+from tiny_vla import tiny_vla
 
 from policies.checkpoint import load_policy, save_policy
 from policies.registry import make_policy
@@ -20,25 +21,8 @@ STATS = {
 
 
 def _policy(**kw):
-    torch.manual_seed(0)
     kw.setdefault("image_keys", ["images/front"])
-    return TinyVLA(
-        {"state/x": 3},
-        action_dim=2,
-        obs_horizon=2,
-        action_horizon=4,
-        num_steps=kw.pop("num_steps", 4),
-        vocab=VOCAB,
-        max_tokens=4,
-        dim=32,
-        trunk_layers=1,
-        expert_layers=1,
-        heads=2,
-        readout_tokens=2,
-        hidden=32,
-        depth=1,
-        **kw,
-    )
+    return tiny_vla({"state/x": 3}, ["go left", "go right"], max_tokens=4, **kw)
 
 
 def _obs(p, texts, seed=0, images=True):

@@ -149,6 +149,8 @@ class PolicyNodeConfig(BridgeConfig):
             (which filters and commands); False: filter and command in this node.
         task: sim task whose observation entries (``state/cube_pos`` ...) the policy reads
             from ``task_state`` (sim robot); empty: arm state only.
+        instruction: the task instruction of a language-conditioned policy (the VLA) until
+            one arrives on the ``instruction`` topic; empty: from that topic only.
     """
 
     NODE_NAME: ClassVar[str] = "robotrl_policy"
@@ -160,6 +162,7 @@ class PolicyNodeConfig(BridgeConfig):
     device: str = "cpu"
     via_bridge: bool = False
     task: str = ""
+    instruction: str = ""
 
     def validate(self) -> None:
         super().validate()

@@ -147,7 +147,7 @@ def state_messages(
 
     header = m.Header(stamp=m.stamp(t_ns), frame_id=profile.base_frame)
     out: dict[str, Any] = {}
-    f64 = {k: np.asarray(v, dtype=np.float64) for k, v in obs.items()}
+    f64 = {k: np.asarray(v, dtype=np.float64) for k, v in obs.items() if k.startswith("state/")}
     half = float(f64["state/gripper"][0]) / 2 if "state/gripper" in f64 else 0.0
     names = list(profile.arm_joints)
     pos, vel = list(f64["state/joint_pos"]), list(f64["state/joint_vel"])
@@ -182,6 +182,21 @@ def state_messages(
             header=header, name=task_state_names(sizes), position=values
         )
     return out
+
+
+def image_message(image: np.ndarray, t_ns: int, frame_id: str = "") -> Any:
+    """An rgb8 ``sensor_msgs/Image`` of an (H, W, 3) uint8 image, stamped ``t_ns`` (the inverse
+    of :func:`image_obs`)."""
+    from hardware.ros2 import messages as m
+
+    img = np.ascontiguousarray(image)
+    if img.dtype != np.uint8 or img.ndim != 3 or img.shape[2] != 3:
+        raise StateError(f"expected an (H, W, 3) uint8 image, got {img.shape} {img.dtype}")
+    h, w = img.shape[:2]
+    header = m.Header(stamp=m.stamp(t_ns), frame_id=frame_id)
+    return m.Image(
+        header=header, height=h, width=w, encoding="rgb8", step=3 * w, data=img.tobytes()
+    )
 
 
 # ------------------------------------------------------------------ cache

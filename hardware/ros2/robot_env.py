@@ -43,8 +43,9 @@ from hardware.ros2 import messages as m
 from hardware.ros2.observation import ARM_KEYS, StateCache
 from hardware.ros2.pose_commander import PoseCommander, StateWatchdog
 from hardware.ros2.topics import EPISODE_FIELDS, TopicProfile
-from hardware.ros2.transport import SENSOR_QOS, Transport
+from hardware.ros2.transport import LATCHED_QOS, SENSOR_QOS, Transport
 
+LANGUAGE_KEY = "language"  # the instruction entry of an observation (str), as in sim
 ARM_OBS_SIZES = {
     "joint_pos": 7,
     "joint_vel": 7,
@@ -56,6 +57,8 @@ ARM_OBS_SIZES = {
 }
 COMMANDS = ("equilibrium_pose", "action")
 LOCKSTEP_TIMEOUT_S = 10.0  # lockstep: a robot that does not answer a command within this holds
+INSTRUCTION_WAIT_S = 0.5  # [s] a reset waits this long for an instruction sent with it
+MAX_INSTRUCTION_CHARS = 256
 
 
 class RobotEnvError(RuntimeError):
@@ -84,6 +87,10 @@ class RosRobotEnv(gym.Env):
             equilibrium_pose``): a step waits for its answer (the ``episode`` message and the
             state of that stamp) instead of the wall clock, and the watchdog bound becomes
             :data:`LOCKSTEP_TIMEOUT_S` (state only changes when commanded).
+        instruction: the observation carries ``language`` (str), for language-conditioned
+            policies: this instruction until one arrives on the profile's ``instruction`` topic
+            (the newest wins; a sim robot publishes its episode's at every reset). None: no
+            ``language`` entry.
         clock_ns: monotonic clock [ns] for pacing, state ages, the watchdog and every timeout.
         sleep: waits that many seconds (pacing and polling); goes with ``clock_ns``.
     """
@@ -110,6 +117,7 @@ class RosRobotEnv(gym.Env):
         terminate_on_success: bool = True,
         reset_timeout_s: float = 30.0,
         lockstep: bool = False,
+        instruction: str | None = None,
         clock_ns: Callable[[], int] = time.monotonic_ns,
         sleep: Callable[[float], object] = time.sleep,
     ) -> None:
@@ -164,6 +172,15 @@ class RosRobotEnv(gym.Env):
         self._subs.append(
             transport.subscribe(profile.episode, m.Float64MultiArray, self._on_episode)
         )
+        self.instruction = instruction
+        self._instruction_received = -1.0
+        # not in _subs: a reset does not wait for an instruction publisher (an operator may
+        # have set the instruction as a parameter)
+        self._instruction_sub = (
+            transport.subscribe(profile.instruction, m.String, self._on_instruction, LATCHED_QOS)
+            if instruction is not None
+            else None
+        )
         self._seed = -1
         self._steps = 0
         self._next_tick = 0.0
@@ -180,6 +197,9 @@ class RosRobotEnv(gym.Env):
         }
         for cam in cameras:
             spaces[f"images/{cam}"] = gym.spaces.Box(0, 255, (*image_size, 3), dtype=np.uint8)
+        self._state_keys = list(spaces)
+        if instruction is not None:
+            spaces[LANGUAGE_KEY] = gym.spaces.Text(MAX_INSTRUCTION_CHARS)
         self.observation_space = gym.spaces.Dict(spaces)
         self.holds = 0  # steps refused by the watchdog
         self.refused_last = False
@@ -197,6 +217,17 @@ class RosRobotEnv(gym.Env):
             self._episode_received = self._now()
             self._episode_lock.notify_all()
 
+    def _on_instruction(self, msg: m.String) -> None:
+        with self._episode_lock:
+            self.instruction = str(msg.data)[:MAX_INSTRUCTION_CHARS]
+            self._instruction_received = self._now()
+            self._episode_lock.notify_all()
+
+    def _with_instruction(self, obs: dict[str, Any]) -> dict[str, Any]:
+        if self.instruction is not None:
+            obs[LANGUAGE_KEY] = self.instruction
+        return obs
+
     def _on_hold(self, reason: str) -> None:
         # lockstep: a re-sent target would step the sim robot once more (learner pauses)
         if self.commander is not None and not self.lockstep:
@@ -212,7 +243,7 @@ class RosRobotEnv(gym.Env):
         if latest is None:
             return None
         obs, _age = latest
-        return {k: obs[k] for k in self.observation_space.spaces if k in obs}
+        return {k: obs[k] for k in self._state_keys if k in obs}
 
     def _wait_state(self, after: float) -> dict[str, np.ndarray]:
         """Newest state once every topic has a sample received after ``after`` (monotonic)."""
@@ -222,7 +253,7 @@ class RosRobotEnv(gym.Env):
             now = self._now()
             if all(a is not None and now - a > after for a in ages.values()):
                 obs = self._fresh_obs()
-                if obs is not None and len(obs) == len(self.observation_space.spaces):
+                if obs is not None and len(obs) == len(self._state_keys):
                     return obs
             self._sleep(0.002)
         raise RobotEnvError(
@@ -233,7 +264,7 @@ class RosRobotEnv(gym.Env):
     def _missing_keys(self) -> list[str]:
         latest = self.cache.latest()
         have = set(latest[0]) if latest else set()
-        return sorted(set(self.observation_space.spaces) - have)
+        return sorted(set(self._state_keys) - have)
 
     # ------------------------------------------------------------------ gym API
     def reset(
@@ -261,6 +292,7 @@ class RosRobotEnv(gym.Env):
             self._sleep(0.2)
         deadline = self._now() + self.reset_timeout_s
         acked, obs = False, None
+        started = self._now()
         while obs is None and self._now() < deadline:
             if self._reset_pub.matched_count() == 0:  # nobody listens (yet): wait
                 self._sleep(0.01)
@@ -282,7 +314,7 @@ class RosRobotEnv(gym.Env):
             if self.lockstep:  # the state of the reset stamp, else reset again (same seed)
                 found = self.cache.wait_at(stamp, min(1.0, max(0.0, deadline - self._now())))
                 if found is not None:
-                    obs = {k: found[k] for k in self.observation_space.spaces if k in found}
+                    obs = {k: found[k] for k in self._state_keys if k in found}
             else:
                 obs = self._wait_state(after=self._now())
         if obs is None:
@@ -291,12 +323,31 @@ class RosRobotEnv(gym.Env):
                 f" ({self.profile.reset} -> {self.profile.episode}) within "
                 f"{self.reset_timeout_s} s: is the robot running?"
             )
+        if self.instruction is not None:
+            self._await_instruction(since=started)
         if self.commander is not None:
             self.commander.resync()
         self._steps = 0
         self._next_tick = self._now() + self.period
         self._last_obs = obs
-        return obs, {"success": False, "intervention": False}
+        return self._with_instruction(obs), {"success": False, "intervention": False}
+
+    def _await_instruction(self, since: float) -> None:
+        """After a reset's acknowledgement: the instruction a publisher sends with the reset
+        (the sim robot's, up to :data:`INSTRUCTION_WAIT_S`), else the one held; none at all is
+        an error (a language-conditioned policy cannot act without one)."""
+        sub = self._instruction_sub
+        publishing = sub is not None and sub.matched_count() > 0
+        with self._episode_lock:
+            if publishing:
+                self._episode_lock.wait_for(
+                    lambda: self._instruction_received >= since, timeout=INSTRUCTION_WAIT_S
+                )
+            if not self.instruction:
+                raise RobotEnvError(
+                    "a language-conditioned policy needs an instruction: set the instruction "
+                    f"parameter or publish one on {self.profile.instruction}"
+                )
 
     def step(
         self, action: np.ndarray
@@ -341,9 +392,10 @@ class RosRobotEnv(gym.Env):
             if self._next_tick <= now:
                 self._next_tick = now + self.period
             obs = self._fresh_obs()
-        if obs is None or len(obs) != len(self.observation_space.spaces):
+        if obs is None or len(obs) != len(self._state_keys):
             obs = self._last_obs if self._last_obs is not None else {}
         self._last_obs = obs
+        obs = self._with_instruction(obs)
         self._steps += 1
         with self._episode_lock:
             ep = dict(self._episode) if self._episode is not None else None
@@ -371,10 +423,12 @@ class RosRobotEnv(gym.Env):
         found = self.cache.wait_at(stamp, LOCKSTEP_TIMEOUT_S)
         if found is None:
             return None
-        return {k: found[k] for k in self.observation_space.spaces if k in found}
+        return {k: found[k] for k in self._state_keys if k in found}
 
     def close(self) -> None:
         self.watchdog.close()
+        if self._instruction_sub is not None:
+            self._instruction_sub.close()
         for sub in self._subs:
             sub.close()
 

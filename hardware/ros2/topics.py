@@ -14,7 +14,8 @@ Topic profiles name the topics a robot's ROS 2 stack speaks (:data:`PROFILES`):
   gripper and joint efforts.
 - ``sim``: what ``robotrl-sim-robot`` serves: the ``franka`` names (a launch file switches
   between the real arm and the simulated one by changing nothing but the robot), plus the
-  measured EE twist on ``/robotrl/sim/ee_twist`` and the task state.
+  measured EE twist on ``/robotrl/sim/ee_twist``, the task state and the sim's cameras
+  (:data:`SIM_CAMERAS`) on ``/robotrl/sim/<camera>/image_raw`` (rgb8 Image).
 
 Every profile also has robotrl's own topics (same on every robot): the executed normalised action
 (``/robotrl/action``), the intervention flag (``/robotrl/intervention``), the teleop device's
@@ -26,6 +27,8 @@ twist and action (``/robotrl/teleop/...``), and the episode protocol of the sim 
 - ``episode`` (Float64MultiArray, :data:`EPISODE_FIELDS`): published by whoever steps the env
   (the sim robot node, or the bridge on hardware) after every reset and every control step,
   carrying the stamp of the state messages it describes. The recorder cuts episodes with it.
+- ``instruction`` (std_msgs/String, latched): the task instruction of a language-conditioned
+  policy; the sim robot publishes its episode's at every reset, an operator sets it on a robot.
 - ``task_state`` (sensor_msgs/JointState): task observations of the sim (``state/cube_pos``
   ...), stamped like the arm state: ``name[i]`` is ``<key>/<index>`` (``cube_pos/0``) with the
   key without ``state/``, ``position[i]`` the value; see :func:`task_state_names`.
@@ -46,6 +49,7 @@ EE_POSE_HZ = 1000.0
 WRENCH_HZ = 1000.0
 GRIPPER_STATE_HZ = 50.0  # franka_gripper publishes its joint states at tens of Hz
 CAMERA_HZ = 30.0
+SIM_CAMERAS = ("front", "wrist", "table")  # the MuJoCo scenes' cameras (table: tabletop only)
 CONTROL_HZ = 20.0  # policy / teleop / equilibrium-pose command rate (10-20 Hz on real arms)
 STATE_TIMEOUT_S = 0.05  # watchdog: no fresh state within this bound -> hold, refuse commands
 
@@ -162,6 +166,7 @@ class TopicProfile:
     reset: str = "/robotrl/reset"
     episode: str = "/robotrl/episode"
     task_state: str = "/robotrl/sim/task_state"
+    instruction: str = "/robotrl/instruction"
 
     @property
     def camera_topics(self) -> dict[str, str]:
@@ -228,7 +233,12 @@ GENERIC = TopicProfile(
     base_frame="base_link",
 )
 # The sim adds what a real Franka lacks: the measured EE twist and the task's object state.
-SIM = dataclasses.replace(FRANKA, name="sim", ee_twist="/robotrl/sim/ee_twist")
+SIM = dataclasses.replace(
+    FRANKA,
+    name="sim",
+    ee_twist="/robotrl/sim/ee_twist",
+    cameras=tuple((c, f"/robotrl/sim/{c}/image_raw") for c in SIM_CAMERAS),
+)
 PROFILES: dict[str, TopicProfile] = {"franka": FRANKA, "generic": GENERIC, "sim": SIM}
 
 

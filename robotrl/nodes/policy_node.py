@@ -7,7 +7,10 @@ at ``policy_hz`` (set it to the rate the policy was trained at: the action scale
 Every action passes the safety filter last: in this node (``via_bridge: false``, commands to the
 robot's ``equilibrium_pose``) or in a ``robotrl-bridge`` process (``via_bridge: true``, actions
 on ``/robotrl/action``). Episodes start with ``reset [seed + k]``; success comes from the sim
-robot's ``episode`` messages. Prints one JSON line: success rate with its Wilson 95 % interval,
+robot's ``episode`` messages. Image policies read the cameras they were trained with from the
+profile's camera topics; a language-conditioned policy (the VLA) reads its instruction from the
+``instruction`` parameter or the ``instruction`` topic (the newest wins; the sim robot publishes
+its episode's at every reset). Prints one JSON line: success rate with its Wilson 95 % interval,
 episode lengths, watchdog holds and inference time.
 """
 
@@ -26,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from hardware.ros2.config import PolicyNodeConfig
-from hardware.ros2.robot_env import RosRobotEnv
+from hardware.ros2.robot_env import LANGUAGE_KEY, RosRobotEnv
 from hardware.ros2.transport import Transport
 from sim.registry import task_observation_sizes as task_sizes
 
@@ -42,6 +45,7 @@ class PolicyRunStats:
     lengths: list[int] = field(default_factory=list)
     holds: list[int] = field(default_factory=list)
     inference_ms: list[float] = field(default_factory=list)
+    instructions: list[str] = field(default_factory=list)  # the last one of each episode
     stopped_by: str = ""
 
     def summary(self) -> dict[str, Any]:
@@ -60,6 +64,7 @@ class PolicyRunStats:
             "inference_ms_p50": round(float(np.percentile(inf, 50)), 3),
             "inference_ms_p99": round(float(np.percentile(inf, 99)), 3),
             "per_episode_success": [int(s) for s in self.successes],
+            **({"instructions": self.instructions} if any(self.instructions) else {}),
             "stopped_by": self.stopped_by,
         }
 
@@ -87,6 +92,8 @@ class PolicyNode:
         te = int(meta.get("execute_horizon", policy.action_horizon // 2))
         self.runner = SingleEnvPolicy(policy, te)
         task = cfg.task or str(meta.get("task") or "")
+        views = dict(meta.get("env") or {})  # the cameras and image size it was trained with
+        language = LANGUAGE_KEY in self.runner.runner.keys
         self.env = RosRobotEnv(
             transport,
             cfg.topic_profile(),
@@ -100,7 +107,10 @@ class PolicyNode:
             state_timeout_s=cfg.state_timeout_s,
             max_episode_steps=cfg.max_episode_steps,
             task_sizes=task_sizes(task) if task else None,
+            cameras=tuple(views.get("cameras") or ()),
+            image_size=tuple(views.get("image_size") or (96, 96)),
             lockstep=cfg.lockstep,
+            instruction=cfg.instruction if language else None,
         )
         missing = sorted(set(self.runner.runner.keys) - set(self.env.observation_space.spaces))
         if missing:
@@ -130,6 +140,7 @@ class PolicyNode:
             success = success or bool(info["success"])
             done = terminated or truncated
         self.stats.seeds.append(seed)
+        self.stats.instructions.append(str(obs.get(LANGUAGE_KEY, "")))
         self.stats.successes.append(success)
         self.stats.lengths.append(length)
         self.stats.holds.append(holds)

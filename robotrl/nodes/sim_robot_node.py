@@ -10,17 +10,21 @@ base frame), the fingers the newest ``gripper_command`` (``[width m]``, total op
 ``impedance_params`` (6 stiffnesses [N/m x3, Nm/rad x3], optional 6 damping ratios, ignored)
 set the gains. State goes out at ``state_hz`` stamped with the wall clock: ``joint_states``
 (arm + fingers), gripper joint states, EE pose, external wrench, EE twist and the task state (a
-stand-in for perception). A ``reset`` ``[seed]`` message resets the episode with that seed (a
-human or a reset routine on a real arm) and holds the arm at the new TCP pose until the next
-command. Every control period (``control_hz``) the node publishes the ``episode`` message (seed,
-periods since reset, the task's reward and success, the truncation flag at the task's horizon):
-the task oracle a real robot does not have.
+stand-in for perception); the configured ``cameras`` render at ``camera_hz`` onto the
+profile's camera topics (rgb8 Image, ``image_size``). A ``reset`` ``[seed]`` message resets the
+episode with that seed (a human or a reset routine on a real arm) and holds the arm at the new
+TCP pose until the next command. Every control period (``control_hz``) the node publishes the
+``episode`` message (seed, periods since reset, the task's reward and success, the truncation
+flag at the task's horizon): the task oracle a real robot does not have. A language-conditioned
+task (``tabletop``) draws an instruction at every reset and publishes it on ``instruction``
+(latched) before the reset state.
 
 Lockstep (``lockstep: true``): the env is stepped once per normalised ``action`` message (as
 ``sim/env.py`` steps it, safety filter included; ``lockstep_on: action``) or once per
 ``equilibrium_pose`` (one control period of physics tracking it, after the newest gripper
 command; ``lockstep_on: equilibrium_pose``, what the bridge sends), and its state and
-``episode`` are published right after, stamped ``n / control_hz`` (deterministic: machine load
+``episode`` are published right after (camera images with the state, same stamp), stamped
+``n / control_hz`` (deterministic: machine load
 cannot change the result; for data collection, tests and the end-to-end check).
 """
 
@@ -42,7 +46,7 @@ import numpy as np
 from controllers.rotations import quat_to_mat
 from hardware.ros2 import messages as m
 from hardware.ros2.config import SimRobotConfig
-from hardware.ros2.observation import state_messages
+from hardware.ros2.observation import image_message, state_messages
 from hardware.ros2.transport import DEFAULT_QOS, LATCHED_QOS, Transport
 
 log = logging.getLogger(__name__)
@@ -57,6 +61,7 @@ class SimRobotStats:
     resets: int = 0
     commands: int = 0
     state_msgs: int = 0
+    image_msgs: int = 0
     physics_ticks: int = 0
     late_ticks: int = 0
     stopped_by: str = ""
@@ -93,8 +98,27 @@ class SimRobotNode:
             max_dpos=cfg.max_dpos,
             max_drot=cfg.max_drot,
             max_episode_steps=max_episode_steps,
+            image_size=tuple(cfg.image_size),  # cameras render on their own schedule
         )
         self.task_keys = list(self.env.task.observation_sizes())
+        self.profile_cameras = self.profile.camera_topics
+        unknown = [c for c in cfg.cameras if c not in self.profile_cameras]
+        if unknown:
+            raise ValueError(
+                f"cameras {unknown} have no topic in profile {self.profile.name!r} "
+                f"(it has {sorted(self.profile_cameras)})"
+            )
+        self.cameras = tuple(cfg.cameras)
+        self._image_pubs = {c: transport.publisher(self.profile_cameras[c], m.Image)
+                            for c in self.cameras}  # fmt: skip
+        missing = [c for c in self.cameras if not self.env.has_camera(c)]
+        if missing:  # rendering itself waits for the serving thread (GL contexts are per thread)
+            raise ValueError(f"task {cfg.task!r} has no camera {missing}")
+        self._instruction = (
+            transport.publisher(self.profile.instruction, m.String, LATCHED_QOS)
+            if hasattr(self.env, "instruction")
+            else None
+        )
         self.stats = SimRobotStats()
         self._transport = transport
         self._pubs: dict[str, Any] = {}
@@ -105,6 +129,8 @@ class SimRobotNode:
         for topic, msg in state_messages(obs, 0, self.profile, task_keys=self.task_keys).items():
             self._pubs[topic] = transport.publisher(topic, type(msg))
         self._stop = threading.Event()
+        self._served = threading.Event()  # set while run() is not running
+        self._served.set()
         self._clock_ns = clock_ns or time.monotonic_ns
         self._wait = wait or self._stop.wait
         self._lock = threading.Lock()
@@ -164,12 +190,21 @@ class SimRobotNode:
                 self._stiffness = k
 
     # ------------------------------------------------------------------ publishing
-    def _publish_state(self, obs: dict[str, np.ndarray], t_ns: int) -> None:
+    def _publish_state(self, obs: dict[str, np.ndarray], t_ns: int, images: bool = True) -> None:
+        """The state of ``obs`` stamped ``t_ns``, and (``images``) every camera's image of
+        the current scene with the same stamp."""
+        if images:
+            self._publish_images(t_ns)
         for topic, msg in state_messages(obs, t_ns, self.profile, task_keys=self.task_keys).items():
             if topic not in self._pubs:
                 self._pubs[topic] = self._transport.publisher(topic, type(msg))
             self._pubs[topic].publish(msg)
         self.stats.state_msgs += 1
+
+    def _publish_images(self, t_ns: int) -> None:
+        for cam, pub in self._image_pubs.items():
+            pub.publish(image_message(self.env.render_camera(cam), t_ns, frame_id=cam))
+        self.stats.image_msgs += len(self._image_pubs)
 
     def _publish_episode(
         self, t_ns: int, reward: float, success: bool, term: bool, trunc: bool
@@ -184,6 +219,8 @@ class SimRobotNode:
             self._target, self._width, self._stiffness = None, None, None
         obs, _ = self.env.reset(seed=seed)
         self.stats.resets += 1
+        if self._instruction is not None:
+            self._instruction.publish(m.String(data=str(getattr(self.env, "instruction", ""))))
         self._publish_state(obs, t_ns)
         self._publish_episode(t_ns, 0.0, False, False, False)
         return obs
@@ -196,10 +233,15 @@ class SimRobotNode:
 
     def run(self, duration_s: float | None = None) -> SimRobotStats:
         """Serve until :meth:`stop` (or ``duration_s``)."""
-        if self.cfg.lockstep:
-            self._run_lockstep(duration_s)
-        else:
-            self._run_realtime(duration_s)
+        self._served.clear()
+        try:
+            if self.cfg.lockstep:
+                self._run_lockstep(duration_s)
+            else:
+                self._run_realtime(duration_s)
+        finally:
+            self.env.close()  # the cameras' GL contexts, on the thread that made them
+            self._served.set()
         self.stats.stopped_by = self.stats.stopped_by or "stopped"
         return self.stats
 
@@ -267,9 +309,10 @@ class SimRobotNode:
         self._max_catch_up = max(1, round(MAX_CATCH_UP_S / dt))
         state_period = 1.0 / cfg.state_hz
         control_period = 1.0 / cfg.control_hz
+        camera_period = 1.0 / cfg.camera_hz
         self._reset(cfg.seed, time.time_ns())
         t_phys = self._now()  # wall time the physics has reached
-        next_state = t_phys
+        next_state = next_camera = t_phys
         next_control = t_phys + control_period  # step 1 a full period after the reset
         end = None if duration_s is None else t_phys + duration_s
         hold = (env.state.ee_pos.copy(), env.state.ee_rot.copy())
@@ -310,9 +353,12 @@ class SimRobotNode:
                     ticks = self._max_catch_up
                 self._advance(ticks)
                 t_phys += ticks * dt
+            if self.cameras and now >= next_camera:
+                next_camera = max(next_camera + camera_period, now)
+                self._publish_images(time.time_ns())
             if now >= next_state:
                 next_state = max(next_state + state_period, now)
-                self._publish_state(env.observe(), time.time_ns())
+                self._publish_state(env.observe(), time.time_ns(), images=False)
             if now >= next_control:
                 next_control = max(next_control + control_period, now)
                 self._step += 1
@@ -321,11 +367,15 @@ class SimRobotNode:
                 trunc = self._step >= env.max_episode_steps
                 self._publish_episode(time.time_ns(), reward, success, success, trunc)
             wake = min(next_state, next_control, t_phys + dt)
+            if self.cameras:
+                wake = min(wake, next_camera)
             self._wait(max(0.0, wake - self._now()))
 
     def close(self) -> None:
+        """Stop serving; once :meth:`run` has returned (up to 10 s), release the env."""
         self.stop()
-        self.env.close()
+        if self._served.wait(timeout=10.0):
+            self.env.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
