@@ -256,6 +256,8 @@ class ManiSkillEnv(gym.Env):
         self.commander = Commander(self.max_dpos, self.max_drot)
         self.safety = self.commander.safety
         self._obs: dict[str, np.ndarray] = {}
+        self._target = (np.zeros(3), np.eye(3))  # tracked TCP pose (base frame)
+        self._gripper = -1.0
         self._tcp = agent.tcp
         self._hand_links = [link for link in agent.robot.get_links() if link.name in HAND_LINKS]
         self._steps = 0
@@ -292,7 +294,30 @@ class ManiSkillEnv(gym.Env):
         obs = self._observe(raw)
         rot = quat_to_mat(obs["state/ee_quat"].astype(float))
         self.commander.reset(obs["state/ee_pos"].astype(float), rot)
+        self.track(obs["state/ee_pos"].astype(float), rot)
+        self.set_gripper(self.commander.gripper)
         return obs, {"success": False, "intervention": False}
+
+    # TargetBackend (controllers.tick): ManiSkill's pd_ee_delta_pose controller tracks it
+    def track(self, pos: np.ndarray, rot: np.ndarray) -> None:
+        """Set the (already safe) TCP target ``pos`` (3,) [m], ``rot`` (3, 3), base frame, that
+        the next :meth:`step` moves to."""
+        self._target = (np.asarray(pos, dtype=float), np.asarray(rot, dtype=float))
+
+    def set_gripper(self, command: float) -> None:
+        """Gripper command in [-1 open, +1 closed] for the next :meth:`step`."""
+        self._gripper = float(command)
+
+    def _advance(self) -> tuple[Any, Any, Any]:
+        """One ManiSkill step toward the tracked target: ManiSkill's controller takes deltas,
+        so the target becomes a delta from the measured TCP pose again."""
+        ee_pos = self._obs["state/ee_pos"].astype(float)
+        ee_rot = quat_to_mat(self._obs["state/ee_quat"].astype(float))
+        delta = self.commander.to_action(*self._target, ee_pos, ee_rot)
+        delta[6] = self._gripper
+        ms_action = to_maniskill_action(delta, self.max_dpos, self.max_drot)
+        raw, reward, _, _, ms_info = self._env.step(ms_action[None])
+        return raw, reward, ms_info
 
     def step(
         self, action: np.ndarray
@@ -300,11 +325,10 @@ class ManiSkillEnv(gym.Env):
         ee_pos = self._obs["state/ee_pos"].astype(float)
         ee_rot = quat_to_mat(self._obs["state/ee_quat"].astype(float))
         target = self.commander.command(action, ee_pos, ee_rot)
-        # ManiSkill's own controller takes deltas: the safe target as a delta again
-        delta = self.commander.to_action(target.pos, target.rot, ee_pos, ee_rot)
+        self.set_gripper(target.gripper)
+        self.track(target.pos, target.rot)
         flags = dict(target.flags)
-        ms_action = to_maniskill_action(delta, self.max_dpos, self.max_drot)
-        raw, reward, _, _, ms_info = self._env.step(ms_action[None])
+        raw, reward, ms_info = self._advance()
         self._steps += 1
         success = bool(np.asarray(ms_info["success"]).reshape(-1)[0])
         if self.reward_type == "sparse":
