@@ -53,6 +53,31 @@ def test_train_bc_writes_checkpoint_curves_and_json(tmp_path, reach_store, polic
     assert len(out["videos"]) == 1
 
 
+def test_keep_checkpoints_saves_each_intermediate_evaluation(tmp_path, reach_store):
+    cfg = compose(
+        "train_bc",
+        [
+            f"dataset={reach_store}",
+            "steps=30",
+            "batch_size=32",
+            "eval_episodes=0",  # no rollouts: the checkpoints are still kept
+            "eval_every=10",
+            "keep_checkpoints=true",
+            "hidden=32",
+            "videos=0",
+            f"output_dir={tmp_path}",
+            "progress=false",
+        ],
+    )
+    out = run_train_bc(cfg)
+    run_dir = out["run_dir"]  # absolute
+    for step in (10, 20):
+        _, meta = load_policy(f"{run_dir}/checkpoint_{step}")
+        assert meta["train_steps"] == step and meta["task"] == "reach"
+    assert load_policy(out["checkpoint"])[1]["train_steps"] == 30
+    assert not (tmp_path / run_dir / "checkpoint_30").exists()  # the last one is "checkpoint"
+
+
 @pytest.mark.slow
 def test_eval_cli_parallel_envs(tmp_path, reach_store, capsys):
     cfg = compose(

@@ -129,7 +129,21 @@ def run_train_bc(cfg: DictConfig) -> dict[str, Any]:
     }
     kwargs = env_kwargs({"env": env_meta})
 
+    meta = {
+        "task": task,
+        "env": env_meta,
+        "execute_horizon": cfg.execute_horizon,
+        "dataset": str(cfg.dataset),
+    }
+    evaluated = [0]  # evaluations so far (the intermediate ones are checkpoint_<step>)
+
     def evaluate(p: Any) -> dict[str, float]:
+        evaluated[0] += 1
+        step = evaluated[0] * cfg.eval_every
+        if cfg.keep_checkpoints and cfg.eval_every and step < cfg.steps:
+            save_policy(p, run_dir / f"checkpoint_{step}", meta={**meta, "train_steps": step})
+        if cfg.eval_episodes <= 0:
+            return {}
         res = rollout_policy(
             p,
             task,
@@ -155,18 +169,13 @@ def run_train_bc(cfg: DictConfig) -> dict[str, Any]:
         train_loader,
         bc,
         val_loader=val_loader,
-        evaluate=evaluate if cfg.eval_episodes > 0 else None,
+        evaluate=evaluate if cfg.eval_episodes > 0 or cfg.keep_checkpoints else None,
         logger=logger,
         progress=cfg.progress,
     )
-    meta = {
-        "task": task,
-        "env": env_meta,
-        "execute_horizon": cfg.execute_horizon,
-        "dataset": str(cfg.dataset),
-        "train_steps": summary["steps"],
-    }
-    ckpt = save_policy(trained, run_dir / "checkpoint", meta=meta)
+    ckpt = save_policy(
+        trained, run_dir / "checkpoint", meta={**meta, "train_steps": summary["steps"]}
+    )
     plot = plot_training(logger, run_dir)
     final = summary["evaluations"][-1] if summary["evaluations"] else {}
     videos = record_videos(
