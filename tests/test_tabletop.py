@@ -8,6 +8,7 @@ from episodes import run_episode
 
 import sim
 from robotrl.evaluation import evaluate
+from sim.expert import grasp_yaw
 from sim.registry import instruction_family
 from sim.tasks.lift import CUBE_HALF, LIFT_HEIGHT
 from sim.tasks.tabletop import (
@@ -64,6 +65,8 @@ def test_expert_succeeds_on_every_family():
         if info["success"] and verb == "place":
             assert np.linalg.norm(obs[f"state/{color}_pos"][:2] - obs["state/pad_pos"][:2]) < 0.04
         np.testing.assert_array_equal(obs["state/target_pos"], obs[f"state/{color}_pos"])
+        yaw = 4 * grasp_yaw(obs[f"state/{color}_quat"])  # the named cube's, mod 90 deg
+        np.testing.assert_allclose(obs["state/target_yaw"], [np.cos(yaw), np.sin(yaw)], atol=1e-6)
     assert set(results) == set(ALL_FAMILIES)
     for family, oks in results.items():
         assert all(oks), (family, oks)

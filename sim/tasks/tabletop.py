@@ -11,7 +11,10 @@ phrasings per verb, so a policy must read the words, not match whole strings. A 
 the two others (``lift/blue``, ``place/green``): every verb and every colour is seen in
 training, two combinations of them are not.
 
-Frames and units: world frame, metres; the pad is a visual disc (no collision).
+Privileged observations (``state/*``, for auxiliary losses and oracles): every cube's pose, the
+pad's position, the named cube's position ``target_pos`` and face yaw ``target_yaw`` (cos 4y,
+sin 4y: what a symmetric cube's look can tell). Frames and units: world frame, metres; the pad
+is a visual disc (no collision).
 """
 
 from __future__ import annotations
@@ -141,9 +144,13 @@ class TabletopTask(InstructedTask):
         data.mocap_pos[self._pad_mocap] = (*placed[-1], 0.0005)
 
     def observe(self, data: mujoco.MjData) -> dict[str, np.ndarray]:
+        # the named cube's face yaw as (cos 4y, sin 4y): a cube looks the same every 90 deg,
+        # so this is what images can tell (a quaternion is not, up to those symmetries)
+        yaw = 4.0 * grasp_yaw(data.xquat[self._body[self.target]])
         out = {
             "state/pad_pos": self.pad_pos.copy(),
             "state/target_pos": data.xpos[self._body[self.target]],  # the named cube
+            "state/target_yaw": np.array([np.cos(yaw), np.sin(yaw)]),
         }
         for c, b in self._body.items():
             out[f"state/{c}_pos"] = data.xpos[b]
@@ -152,7 +159,7 @@ class TabletopTask(InstructedTask):
 
     def observation_sizes(self) -> dict[str, int]:
         sizes = {n: s for c in COLORS for n, s in ((f"{c}_pos", 3), (f"{c}_quat", 4))}
-        return {**sizes, "pad_pos": 3, "target_pos": 3}
+        return {**sizes, "pad_pos": 3, "target_pos": 3, "target_yaw": 2}
 
     def success(self, data: mujoco.MjData) -> bool:
         cube = data.xpos[self._body[self.target]]
