@@ -32,7 +32,9 @@ def generate_launch_description() -> LaunchDescription:
             "profile", default_value="franka", description="topic profile: franka|generic|sim"
         ),
         DeclareLaunchArgument(
-            "policy_hz", default_value="10.0", description="policy inference rate [Hz]"
+            "policy_hz",
+            default_value="20.0",
+            description="policy step rate [Hz]: the rate the policy was trained at",
         ),
         DeclareLaunchArgument(
             "episodes", default_value="0", description="episodes to run (0: until stopped)"

@@ -141,7 +141,8 @@ class PolicyNodeConfig(BridgeConfig):
 
     Attributes:
         checkpoint: checkpoint directory (safetensors + resolved config).
-        policy_hz: inference / command rate [Hz] (<= control_hz; chunks fill the gap).
+        policy_hz: step rate [Hz]: the rate the policy was trained at (the action scale is
+            per step; <= control_hz).
         episodes: episodes to run (0: until stopped).
         seed: first episode seed.
         device: torch device of the policy.
@@ -156,7 +157,7 @@ class PolicyNodeConfig(BridgeConfig):
     NODE_NAME: ClassVar[str] = "robotrl_policy"
 
     checkpoint: str = ""
-    policy_hz: float = 10.0
+    policy_hz: float = 20.0
     episodes: int = 0
     seed: int = 0
     device: str = "cpu"

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The README's sim-training journey, run as written in a scratch directory: every command of its
+# two "Parallel sim training" blocks in order, with each <placeholder> replaced by what the
+# command before it produced (the checkpoint in its JSON line), "[human=scripted]" run both
+# without and with the option, and "robotrl train-rl ... role=split" given the residual run's
+# arguments. The safety line uses the critic bench/reflex_violations.py exports.
+#
+#   .ci/readme_journey.sh [workdir]     # about an hour on 2 cores; not part of .ci/run
+#
+# Prints "+ <command>" before and "= <seconds> s, exit <code>" after each command, and its JSON
+# line; stops at the first failure.
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+work="${1:-$(mktemp -d)}"
+mkdir -p "$work"
+cd "$work"
+export MUJOCO_GL="${MUJOCO_GL:-egl}" PYTHONUNBUFFERED=1
+echo "journey in $work (repo $repo)"
+
+last_json=""
+run() {  # run one command (a string, as the README writes it); keep its JSON line
+  echo "+ $1"
+  local t0 rc out
+  t0=$(date +%s)
+  set +e
+  out=$(eval "$1" 2>"$work/last.err")
+  rc=$?
+  set -e
+  echo "$out" | tail -n 1
+  echo "= $(($(date +%s) - t0)) s, exit $rc"
+  if [ "$rc" -ne 0 ]; then
+    tail -n 20 "$work/last.err" >&2
+    exit "$rc"
+  fi
+  last_json=$(echo "$out" | tail -n 1)
+}
+field() {  # a top-level key of the last JSON line
+  python -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$last_json" "$1"
+}
+
+run "robotrl collect task=lift device=expert episodes=200 out=data/lift.zarr"
+run "robotrl train-bc dataset=data/lift.zarr policy=flow steps=4000 \
+    'obs_keys=[state/ee_pos,state/ee_quat,state/gripper,state/cube_pos,state/cube_quat,state/joint_pos]'"
+bc=$(field checkpoint)
+run "robotrl eval checkpoint=$bc episodes=50 num_envs=2"
+run "robotrl train-rl checkpoint=$bc demos=data/lift.zarr residual.scale=0.5 target_success=0.9"
+rl=$(field checkpoint)
+run "robotrl train-rl checkpoint=$bc demos=data/lift.zarr residual.scale=0.5 target_success=0.9 human=scripted"
+run "robotrl eval checkpoint=$rl episodes=50"
+run "robotrl train-rl algo=dsrl checkpoint=$bc"
+run "robotrl train-rl checkpoint=$bc demos=data/lift.zarr residual.scale=0.5 target_success=0.9 role=split"
+
+run "robotrl train-rl algo=flow_sde checkpoint=$bc num_envs=2 total_steps=150000 \
+    eval_every=10000 eval_episodes=50 target_success=0.85"
+run "robotrl eval checkpoint=$bc backend=pybullet episodes=50"
+run "robotrl train-rl checkpoint=$bc demos=data/lift.zarr backend=pybullet \
+    ray.workers=2 num_envs=2 residual.scale=0.5"
+run "python $repo/bench/reflex_violations.py task=lift out=outputs/reflex"
+run "robotrl eval checkpoint=$bc safety=reflex safety_critic=outputs/reflex/critic_lift.npz"
+
+# A robot with ROS 2, the README's "use_sim:=true profile:=sim" variant (no ROS 2 on this
+# machine: the launch file's processes are run by .ci/run_launch.py)
+run "python $repo/.ci/run_launch.py $repo/launch/policy_deploy.launch.py --wait robotrl_policy \
+    checkpoint:=$bc use_sim:=true profile:=sim task:=lift episodes:=3"
+run "python $repo/.ci/run_launch.py $repo/launch/collect_teleop.launch.py --wait robotrl_recorder \
+    device:=expert out:=data/pick task:=lift use_sim:=true profile:=sim episodes:=2"
+echo "journey done"
