@@ -5,13 +5,18 @@
 # without and with the option, and "robotrl train-rl ... role=split" given the residual run's
 # arguments. The safety line uses the critic bench/reflex_violations.py exports.
 #
-#   .ci/readme_journey.sh [workdir]     # about an hour on 2 cores; not part of .ci/run
+#   .ci/readme_journey.sh [workdir] [part]   # about an hour on 2 cores; not part of .ci/run
+#
+# part: all (default) | 1 (every command that starts no Ray) | 2 (the Ray and ROS 2 ones, after
+# part 1 in the same workdir): Ray's tests stop every Ray process on the machine, so a CI run
+# beside this script may overlap part 1 only.
 #
 # Prints "+ <command>" before and "= <seconds> s, exit <code>" after each command, and its JSON
 # line; stops at the first failure.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 work="${1:-$(mktemp -d)}"
+part="${2:-all}"
 mkdir -p "$work"
 cd "$work"
 export MUJOCO_GL="${MUJOCO_GL:-egl}" PYTHONUNBUFFERED=1
@@ -38,30 +43,35 @@ field() {  # a top-level key of the last JSON line
   python -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$last_json" "$1"
 }
 
+if [ "$part" != 2 ]; then
 run "robotrl collect task=lift device=expert episodes=200 out=data/lift.zarr"
 run "robotrl train-bc dataset=data/lift.zarr policy=flow steps=4000 \
     'obs_keys=[state/ee_pos,state/ee_quat,state/gripper,state/cube_pos,state/cube_quat,state/joint_pos]'"
 bc=$(field checkpoint)
+echo "bc=$bc" > "$work/paths.env"
 run "robotrl eval checkpoint=$bc episodes=50 num_envs=2"
 run "robotrl train-rl checkpoint=$bc demos=data/lift.zarr residual.scale=0.5 target_success=0.9"
 rl=$(field checkpoint)
 run "robotrl train-rl checkpoint=$bc demos=data/lift.zarr residual.scale=0.5 target_success=0.9 human=scripted"
 run "robotrl eval checkpoint=$rl episodes=50"
 run "robotrl train-rl algo=dsrl checkpoint=$bc"
-run "robotrl train-rl checkpoint=$bc demos=data/lift.zarr residual.scale=0.5 target_success=0.9 role=split"
-
 run "robotrl train-rl algo=flow_sde checkpoint=$bc num_envs=2 total_steps=150000 \
     eval_every=10000 eval_episodes=50 target_success=0.85"
 run "robotrl eval checkpoint=$bc backend=pybullet episodes=50"
-run "robotrl train-rl checkpoint=$bc demos=data/lift.zarr backend=pybullet \
-    ray.workers=2 num_envs=2 residual.scale=0.5"
 run "python $repo/bench/reflex_violations.py task=lift out=outputs/reflex"
 run "robotrl eval checkpoint=$bc safety=reflex safety_critic=outputs/reflex/critic_lift.npz"
-
+fi
+if [ "$part" != 1 ]; then
+# shellcheck disable=SC1091
+. "$work/paths.env"
+run "robotrl train-rl checkpoint=$bc demos=data/lift.zarr residual.scale=0.5 target_success=0.9 role=split"
+run "robotrl train-rl checkpoint=$bc demos=data/lift.zarr backend=pybullet \
+    ray.workers=2 num_envs=2 residual.scale=0.5"
 # A robot with ROS 2, the README's "use_sim:=true profile:=sim" variant (no ROS 2 on this
 # machine: the launch file's processes are run by .ci/run_launch.py)
 run "python $repo/.ci/run_launch.py $repo/launch/policy_deploy.launch.py --wait robotrl_policy \
     checkpoint:=$bc use_sim:=true profile:=sim task:=lift episodes:=3"
 run "python $repo/.ci/run_launch.py $repo/launch/collect_teleop.launch.py --wait robotrl_recorder \
     device:=expert out:=data/pick task:=lift use_sim:=true profile:=sim episodes:=2"
-echo "journey done"
+fi
+echo "journey done ($part)"
