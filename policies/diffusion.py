@@ -14,7 +14,7 @@ import torch
 from diffusers.schedulers.scheduling_ddim import DDIMScheduler
 from diffusers.schedulers.scheduling_ddpm import DDPMScheduler
 
-from policies.base import Policy
+from policies.base import Policy, constructor_config
 from policies.denoiser import ChunkDenoiser
 from policies.encoders import ObsEncoder
 from policies.normalizer import Normalizer
@@ -55,19 +55,7 @@ class DiffusionPolicy(Policy):
                 f"need 1 <= num_inference_steps <= num_train_steps, got "
                 f"{num_inference_steps}, {num_train_steps}"
             )
-        self.config: dict[str, Any] = {
-            "state_dims": dict(state_dims),
-            "action_dim": action_dim,
-            "image_keys": list(image_keys),
-            "obs_horizon": obs_horizon,
-            "action_horizon": action_horizon,
-            "num_train_steps": num_train_steps,
-            "num_inference_steps": num_inference_steps,
-            "hidden": hidden,
-            "depth": depth,
-            "obs_feature_dim": obs_feature_dim,
-            "image_feature_dim": image_feature_dim,
-        }
+        self.config = constructor_config(DiffusionPolicy, locals())
         self.obs_horizon, self.action_horizon, self.action_dim = (
             obs_horizon,
             action_horizon,

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 from tqdm.auto import tqdm
 
-from policies.base import Policy
+from policies.base import Policy, constructor_config
 from policies.denoiser import ChunkDenoiser
 from policies.encoders import ObsEncoder
 from policies.normalizer import Normalizer
@@ -83,19 +83,7 @@ class DistilledPolicy(Policy):
             raise ValueError(f"teacher_type must be one of {TEACHER_TYPES}, got {teacher_type!r}")
         if obs_horizon < 1 or action_horizon < 1 or action_dim < 1 or teacher_steps < 1:
             raise ValueError("obs_horizon, action_horizon, action_dim, teacher_steps must be >= 1")
-        self.config: dict[str, Any] = {
-            "state_dims": dict(state_dims),
-            "action_dim": action_dim,
-            "image_keys": list(image_keys),
-            "obs_horizon": obs_horizon,
-            "action_horizon": action_horizon,
-            "hidden": hidden,
-            "depth": depth,
-            "obs_feature_dim": obs_feature_dim,
-            "image_feature_dim": image_feature_dim,
-            "teacher_type": teacher_type,
-            "teacher_steps": teacher_steps,
-        }
+        self.config = constructor_config(DistilledPolicy, locals())
         self.obs_horizon, self.action_horizon, self.action_dim = (
             obs_horizon,
             action_horizon,

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from policies.base import Policy
+from policies.base import Policy, constructor_config
 from policies.denoiser import ChunkDenoiser
 from policies.encoders import ObsEncoder
 from policies.normalizer import Normalizer
@@ -333,21 +333,7 @@ class FlowMatchingPolicy(FlowChainPolicy):
         sde_noise_level: float = 0.5,
         stats: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
-        config: dict[str, Any] = {
-            "state_dims": dict(state_dims),
-            "action_dim": action_dim,
-            "image_keys": list(image_keys),
-            "obs_horizon": obs_horizon,
-            "action_horizon": action_horizon,
-            "num_steps": num_steps,
-            "hidden": hidden,
-            "depth": depth,
-            "obs_feature_dim": obs_feature_dim,
-            "image_feature_dim": image_feature_dim,
-            "time_beta": list(time_beta),
-            "noise_std_bounds": list(noise_std_bounds),
-            "sde_noise_level": sde_noise_level,
-        }
+        config = constructor_config(FlowMatchingPolicy, locals())
         normalizer = Normalizer.for_policy(state_dims, action_dim, stats)
         encoder = ObsEncoder(
             state_dims, image_keys, obs_horizon, obs_feature_dim, image_feature_dim

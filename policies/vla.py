@@ -38,6 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from policies.base import constructor_config
 from policies.denoiser import ChunkDenoiser, time_embedding
 from policies.encoders import SpatialSoftmax, conv_stack, random_shift
 from policies.flow_matching import FlowChainPolicy
@@ -426,37 +427,7 @@ class TinyVLA(FlowChainPolicy):
         self.state_token = nn.Linear(sum(aux_dims.values()), dim) if state_token else None
         self.state_token_noise = float(state_token_noise)
         self.expert_input = expert_input
-        self.config: dict[str, Any] = {
-            "state_dims": dict(state_dims),
-            "action_dim": action_dim,
-            "image_keys": list(image_keys),
-            "obs_horizon": obs_horizon,
-            "action_horizon": action_horizon,
-            "num_steps": num_steps,
-            "vocab": list(vocab),
-            "max_tokens": max_tokens,
-            "dim": dim,
-            "trunk_layers": trunk_layers,
-            "expert_layers": expert_layers,
-            "heads": heads,
-            "readout_tokens": readout_tokens,
-            "expert": expert,
-            "hidden": hidden,
-            "depth": depth,
-            "image_grid": image_grid,
-            "image_channels": list(image_channels),
-            "image_strides": list(image_strides),
-            "keypoints": keypoints,
-            "image_shift": image_shift,
-            "time_beta": list(time_beta),
-            "noise_std_bounds": list(noise_std_bounds),
-            "sde_noise_level": sde_noise_level,
-            "aux_dims": aux_dims,
-            "aux_weight": aux_weight,
-            "expert_input": expert_input,
-            "aux_input": aux_input,
-            "state_token_noise": state_token_noise,
-        }
+        self.config = constructor_config(TinyVLA, locals())
 
     def compute_loss(self, batch: Mapping[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
         """Flow-matching MSE, plus ``aux_weight`` x the auxiliary state MSE when configured."""

@@ -32,3 +32,20 @@ def test_a_policy_without_a_noise_scale_refuses_anything_but_one():
     with pytest.raises(ValueError, match="Linear has no noise scale"):
         set_noise_scale(p, 0.0)
     assert not hasattr(p, "noise_scale") and torch.is_tensor(p.weight)
+
+
+@pytest.mark.parametrize("name", ["flow", "diffusion", "distilled", "vla"])
+def test_config_is_every_constructor_argument_and_rebuilds_the_policy(name):
+    import inspect
+
+    kw = {"state_dims": {"state/x": 3}, "action_dim": 2, "hidden": 32}
+    if name == "vla":
+        kw.update(vocab=["go", "left"], dim=32, heads=2, trunk_layers=1, expert_layers=1)
+    p = make_policy(name, **kw)
+    params = set(inspect.signature(type(p).__init__).parameters) - {"self", "stats"}
+    assert set(p.config) == params  # nothing left out of a checkpoint by hand
+    q = make_policy(name, **p.config)
+    assert q.config == p.config
+    assert {k: v.shape for k, v in q.state_dict().items()} == {
+        k: v.shape for k, v in p.state_dict().items()
+    }
