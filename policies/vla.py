@@ -474,6 +474,18 @@ class TinyVLA(FlowChainPolicy):
         rest = self.prefix.instruction_and_proprio(obs, self.normalizer) if uses_rest else None
         return readout, points, rest
 
+    @property
+    def perceives(self) -> bool:
+        """Whether the policy has an auxiliary state head (``aux_dims``)."""
+        return self.aux_head is not None
+
+    def perceive(self, obs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """(B, A) the auxiliary head's normalised estimate of the ``aux_dims`` state from an
+        observation batch (cameras, instruction, proprioception): what the policy sees."""
+        if self.aux_head is None:
+            raise ValueError("this VLA has no auxiliary state head (train it with aux_keys)")
+        return self.predict_state(*self._parts(obs))
+
     def predict_state(
         self, readout: torch.Tensor, points: torch.Tensor, rest: torch.Tensor | None
     ) -> torch.Tensor:

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from robotrl.algos.perception_features import PerceptionFeaturizer
 from robotrl.algos.residual import StateFeaturizer
 
 
@@ -34,7 +35,7 @@ class AgentContext:
     """What an agent acts with: its frozen base, its state features and the run's settings."""
 
     base: Any  # the frozen chunk policy, in eval mode
-    featurizer: StateFeaturizer
+    featurizer: Any  # StateFeaturizer, or PerceptionFeaturizer over one
     execute_horizon: int  # Te
     meta: dict[str, Any]  # the base's checkpoint metadata with the run's task and Te
 
@@ -72,7 +73,9 @@ def load_context(
     missing = [k for k in ("obs_keys", "featurizer", "execute_horizon") if k not in meta]
     if missing:
         raise CheckpointError(f"{directory}: the {what}'s metadata lacks {missing}")
-    featurizer = StateFeaturizer(meta["obs_keys"], meta["featurizer"])
+    featurizer: Any = StateFeaturizer(meta["obs_keys"], meta["featurizer"])
+    if meta.get("features", "state") == "perception":  # + the base's perceived task state
+        featurizer = PerceptionFeaturizer(featurizer, base)
     if featurizer.dim != obs_dim:
         raise CheckpointError(
             f"{directory}: {featurizer.dim} features from obs_keys, the agent reads {obs_dim}"

@@ -208,7 +208,9 @@ class SteeredPolicy:
 
     Args:
         agent: the latent agent. base: frozen policy with ``predict_chunk(obs, noise=)``.
-        featurizer: state features of the latest observation of a window.
+        featurizer: features of an observation window (``from_window``): a
+            :class:`~robotrl.algos.residual.StateFeaturizer` or a
+            :class:`~robotrl.algos.perception_features.PerceptionFeaturizer`.
     """
 
     def __init__(self, agent: DSRLAgent, base: Any, featurizer: Any, explore: bool) -> None:
@@ -226,8 +228,7 @@ class SteeredPolicy:
     @torch.no_grad()
     def predict_chunk(self, obs: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """(B, Ta, Da) actions planned from the agent's noise for an observation window."""
-        latest = {k: obs[k][:, -1].numpy() for k in self.featurizer.keys}
-        feats = self.featurizer(latest)
+        feats = self.featurizer.from_window(obs)
         w = self.agent.act(feats, explore=self.explore)
         self.last_features, self.last_latent = feats, w
         return self.base.predict_chunk(obs, noise=torch.from_numpy(self.agent.to_noise(w)))

@@ -125,6 +125,10 @@ class StateFeaturizer:
         x = np.concatenate([np.asarray(obs[k], np.float32) for k in self.keys], axis=-1)
         return ((x - self.mean) * self.inv_std).astype(np.float32)
 
+    def from_window(self, window: Mapping[str, Any]) -> np.ndarray:
+        """(B, O) features of the latest step of a policy's (B, To, ...) observation window."""
+        return self({k: np.asarray(window[k][:, -1]) for k in self.keys})
+
 
 def feature_stats(
     keys: Sequence[str], base: Any, store: EpisodeStore | None = None, episodes: Any = None

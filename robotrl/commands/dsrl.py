@@ -13,6 +13,7 @@ import sim
 from policies.checkpoint import load_policy
 from robotrl.algos.dsrl import DSRLConfig, SteeredPolicy, save_dsrl
 from robotrl.algos.dsrl_training import DSRLTrainConfig, train_dsrl
+from robotrl.algos.perception_features import PerceptionFeaturizer
 from robotrl.algos.residual import StateFeaturizer, feature_stats
 from robotrl.algos.residual_training import check_budget
 from robotrl.datasets.episode_store import open_intact
@@ -67,7 +68,12 @@ def run_dsrl(cfg: DictConfig) -> dict[str, Any]:
     extra = [k for k in (cfg.obs_keys or []) if k not in base.config["state_dims"]]
     if extra:  # the agent sees the observation window the base is planning from
         raise ValueError(f"algo=dsrl reads the base's state keys only; {extra} are not among them")
-    featurizer, stats = state_featurizer(cfg, base)
+    state, stats = state_featurizer(cfg, base)
+    featurizer: StateFeaturizer | PerceptionFeaturizer = state
+    if cfg.features == "perception":  # + the base VLA's estimate of the scene from its cameras
+        featurizer = PerceptionFeaturizer(state, base)
+    elif cfg.features != "state":
+        raise ValueError(f"features must be 'state' or 'perception', got {cfg.features!r}")
     run_dir = make_run_dir(cfg.output_dir, cfg.name)
     save_config(cfg, run_dir)
     logger = MetricsLogger(run_dir / "metrics.csv")
@@ -85,7 +91,8 @@ def run_dsrl(cfg: DictConfig) -> dict[str, Any]:
     meta_ckpt = {
         "base_checkpoint": str(cfg.checkpoint),
         "task": task,
-        "obs_keys": featurizer.keys,
+        "obs_keys": state.keys,
+        "features": str(cfg.features),
         "execute_horizon": te,
         "featurizer": {
             k: {s: np.asarray(v).tolist() for s, v in st.items() if s in ("mean", "std")}

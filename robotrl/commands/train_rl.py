@@ -113,6 +113,8 @@ ROLES = ("single", "learner", "actor", "split")
 def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
     from robotrl.commands.flow_pg import FLOW_ALGOS, run_flow_pg
 
+    if cfg.features != "state" and cfg.algo != "dsrl":
+        raise ValueError(f"features={cfg.features} is for algo=dsrl (algo={cfg.algo} reads state)")
     if cfg.algo in FLOW_ALGOS:
         return run_flow_pg(cfg)
     if cfg.algo == "dsrl":
