@@ -5,7 +5,7 @@ predicts the velocity ``v = eps - a``; inference integrates Euler steps on the g
 ``t_k = 1 - k / K`` (``x_{k+1} = x_k - v / K``) from ``x_0 ~ N(0, I)``. Actions live in the
 normaliser's [-1, 1] space inside the chain.
 
-For RL (Flow-Noise / Flow-SDE, ALGORITHMS.md section 3) every transition can be made a
+For RL (Flow-Noise / Flow-SDE, docs/algorithms.md) every transition can be made a
 Gaussian ``x_{k+1} ~ N(mu_k, diag(s_k^2))``:
 
 - ``ode``: ``mu = x - v / K``, ``s = 0`` (deterministic; evaluation);

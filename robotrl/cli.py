@@ -182,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2), already printed
         return 0 if exc.code is None else exc.code if isinstance(exc.code, int) else 2
     found = _lookup(args_in)
-    if found is None:  # argparse accepted it, so this cannot happen; no assert (STYLE.md)
+    if found is None:  # argparse accepted it, so this cannot happen (no assert: -O drops it)
         return 2
     label, (config_name, runner, _), _ = found
     stage = "config"

@@ -19,7 +19,7 @@ import numpy as np
 from sim.env import PandaEnv
 from sim.task import Task
 
-LANGUAGE_KEY = "language"  # observation entry of the instruction (DESIGN.md)
+LANGUAGE_KEY = "language"  # observation entry of the instruction
 MAX_INSTRUCTION_CHARS = 128
 INSTRUCTION_CHARSET = string.ascii_letters + string.digits + " ,.;:'-!?"
 

@@ -1,6 +1,6 @@
 """Flow-Noise and Flow-SDE policy gradients through a flow policy's denoising chain (pi_RL),
 with PPO (chunk-level GAE, dual clip, clipped Huber value loss) or GRPO (group-relative
-advantages, no critic). ALGORITHMS.md section 3.
+advantages, no critic); the maths: docs/algorithms.md, policy gradients through the chain.
 
 The policy's chain makes every denoising transition a Gaussian, so the log-likelihood of the
 sampled chunk is exact (:meth:`policies.flow_matching.FlowMatchingPolicy.log_prob`):
@@ -38,7 +38,7 @@ ALGOS = ("flow_noise", "flow_sde", "grpo")
 
 @dataclass
 class FlowPGConfig:
-    """Hyperparameters of :class:`FlowPG` (defaults: pi_RL's, ALGORITHMS.md section 3).
+    """Hyperparameters of :class:`FlowPG` (defaults: pi_RL's; docs/algorithms.md).
 
     Attributes:
         algo: ``flow_noise`` | ``flow_sde`` | ``grpo``. grpo_mode: the chain GRPO samples

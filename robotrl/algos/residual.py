@@ -1,4 +1,4 @@
-"""Residual off-policy RL on a frozen chunked base policy (ResFiT; ALGORITHMS.md section 2).
+"""Residual off-policy RL on a frozen chunked base policy (ResFiT; docs/algorithms.md).
 
 The base (any :class:`robotrl.types.ChunkPolicy`, frozen) proposes ``a_b`` from its chunk
 queue; a small deterministic actor adds ``a_r = scale * tanh(f(s, a_b))`` and the robot executes
@@ -36,7 +36,7 @@ from robotrl.datasets import EpisodeStore, compute_stats
 
 @dataclass
 class ResidualConfig:
-    """Hyperparameters (defaults: ALGORITHMS.md, with the actor lr raised for CPU budgets).
+    """Hyperparameters (defaults: ResFiT's, with the actor lr raised for CPU budgets).
 
     Attributes:
         scale: bound of the residual [action units]; ResFiT uses 0.1 (0.2 in paper runs).

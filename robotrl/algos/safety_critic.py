@@ -1,4 +1,4 @@
-"""Safety-reflex risk critic (Bresa, building on Recovery RL; ALGORITHMS.md section 5).
+"""Safety-reflex risk critic (Bresa, building on Recovery RL; docs/algorithms.md).
 
 Q_risk(s, a) estimates the discounted probability that a constraint is violated (contact force
 above the limit, the TCP leaving the workspace, a joint limit; see
