@@ -5,20 +5,9 @@ commit record in the root attributes) is described in :mod:`robotrl.datasets.sto
 recording an episode is :mod:`robotrl.datasets.episode_writer`; committing it, checking and
 repairing a store are here.
 
-Image codec (measured here on 200 MuJoCo-rendered 128x128 frames, front + wrist camera,
-one frame per chunk, one core)::
-
-    codec              bytes/frame  ratio  encode  decode   mean abs error
-    blosc zstd-3            13 444    3.7   245 us   46 us   0 (lossless)
-    blosc lz4-5             22 107    2.2    53 us   21 us   0 (lossless)
-    JPEG q95 (opencv)        3 644   13.5    38 us   77 us   0.69 / 255
-    JPEG q90 (opencv)        2 729   18.0    35 us   75 us   0.89 / 255
-    PNG level 1             11 775    4.2   545 us  244 us   0 (lossless)
-
-Chosen: blosc zstd-3. It is lossless (what is stored is exactly what the policy saw, so
-episodes verify byte for byte), decodes faster than JPEG, and needs no custom codec: any zarr
-v3 reader opens the images. JPEG would be 3.7x smaller; at 2 cameras x 20 Hz blosc costs
-~1.1 MB/s of recording (4 GB per hour), which we accept.
+Images are stored with blosc zstd-3: lossless (what is stored is exactly what the policy saw,
+so episodes verify byte for byte), any zarr v3 reader opens them, and it decodes faster than
+JPEG (the codec comparison is in docs/datasets.md).
 
 Crash safety (the commit protocol, :func:`commit_episode`):
 
