@@ -47,3 +47,34 @@ def test_quickstart_runs_every_stage_and_writes_a_report(tmp_path):
     assert any(x.endswith(".png") for x in links) and any(x.endswith(".mp4") for x in links)
     for link in links:
         assert (report.parent / link).is_file(), link
+
+
+@pytest.mark.slow
+def test_the_vla_recipe_runs_every_stage_and_reports_per_family(tmp_path):
+    cfg = compose(
+        "quickstart",
+        [
+            "recipe=vla",
+            "expert_episodes=1",
+            "vla.demos=4",
+            "vla.image_size=[32,32]",
+            "vla.bc_steps=10",
+            "vla.batch_size=16",
+            "vla.eval_episodes=2",
+            "vla.rl_steps=160",
+            "vla.rl_warmup_steps=80",
+            "vla.rl_eval_every=160",
+            "vla.rl_eval_episodes=1",
+            "videos=0",
+            f"output_dir={tmp_path}",
+            "progress=false",
+        ],
+    )
+    s = run_quickstart(cfg)
+    json.dumps(s)
+    assert s["recipe"] == "vla" and s["demos"] == 4 and s["rl_env_steps"] >= 160
+    for split in ("seen", "held_out", "seen_after_rl"):
+        assert 0.0 <= s[split]["success"] <= 1.0 and s[split]["families"]
+    assert set(s["held_out"]["families"]) <= {"lift/blue", "place/green"}
+    text = Path(s["report"]).read_text()
+    assert "| seen | all |" in text and "| held out | all |" in text
