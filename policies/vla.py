@@ -294,7 +294,8 @@ class TinyVLA(FlowChainPolicy):
         vocab: tokenizer words (:class:`~policies.tokenizer.WordTokenizer`). max_tokens: L.
         dim: D, width of trunk and transformer expert. trunk_layers, expert_layers: blocks.
         heads: attention heads. readout_tokens: R.
-        expert: ``"transformer"`` (pi0-style) or ``"mlp"`` (ChunkDenoiser on the readout).
+        expert: ``"transformer"`` (pi0-style) or ``"mlp"`` (ChunkDenoiser on the conditioning);
+            None: ``"mlp"`` with ``expert_input="state"``, else ``"transformer"``.
         hidden, depth: width and blocks of the ``"mlp"`` expert.
         image_shift: random-shift augmentation [px].
         image_grid: G, image tokens per camera and step are G x G (pooled CNN features).
@@ -311,9 +312,10 @@ class TinyVLA(FlowChainPolicy):
             noise of std ``state_token_noise`` (teacher forcing) and, at inference, the
             auxiliary head's prediction from the images and the instruction: the expert learns
             to act from a state as a state policy does while the trunk learns to perceive it.
+            None: ``"state"`` with ``aux_dims``, else ``"readout"``.
         aux_input: what the auxiliary head reads: ``"readout"`` (the trunk's output) or
             ``"keypoints"`` (every camera's spatial-softmax keypoints and the instruction's
-            mean word embedding).
+            mean word embedding); None: ``"keypoints"`` with cameras, else ``"readout"``.
         time_beta, noise_std_bounds, sde_noise_level, stats: as
             :class:`~policies.flow_matching.FlowMatchingPolicy`.
     """
@@ -335,7 +337,7 @@ class TinyVLA(FlowChainPolicy):
         expert_layers: int = 2,
         heads: int = 4,
         readout_tokens: int = 4,
-        expert: str = "transformer",
+        expert: str | None = None,
         hidden: int = 256,
         depth: int = 3,
         image_shift: int = 4,
@@ -348,12 +350,18 @@ class TinyVLA(FlowChainPolicy):
         sde_noise_level: float = 0.5,
         aux_dims: Mapping[str, int] | None = None,
         aux_weight: float = 1.0,
-        expert_input: str = "readout",
+        expert_input: str | None = None,
         state_token_noise: float = 0.1,
-        aux_input: str = "readout",
+        aux_input: str | None = None,
         stats: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         aux_dims = dict(aux_dims or {})
+        # the recipe (docs/vla.md): with privileged state to learn, the expert acts from the
+        # state token through an MLP and the head reads the cameras' keypoints; without, pi0's
+        # readout and transformer expert
+        expert_input = expert_input or ("state" if aux_dims else "readout")
+        expert = expert or ("mlp" if expert_input == "state" else "transformer")
+        aux_input = aux_input or ("keypoints" if image_keys else "readout")
         if aux_input not in AUX_INPUTS:
             raise ValueError(f"aux_input must be one of {AUX_INPUTS}, got {aux_input!r}")
         if expert_input not in EXPERT_INPUTS:

@@ -198,7 +198,7 @@ AUX_STATS = {**STATS, "state/obj": {"mean": np.full(3, 0.5), "std": np.full(3, 0
 def test_auxiliary_head_learns_the_privileged_state(one_thread):
     """The aux head is trained on normalised targets, joins the loss, and inference needs no
     privileged entry."""
-    p = _policy(aux_dims={"state/obj": 3}, stats=AUX_STATS)
+    p = _policy(aux_dims={"state/obj": 3}, stats=AUX_STATS, aux_input="readout")
     obs = _obs(p, ["go left", "go right"] * 8)
     g = torch.Generator().manual_seed(1)
     obs["state/obj"] = 0.5 + 0.1 * torch.randn(16, 2, 3, generator=g)
@@ -228,6 +228,7 @@ def test_state_token_is_the_true_state_in_training_and_the_prediction_at_inferen
         aux_dims={"state/obj": 3},
         stats=AUX_STATS,
         expert_input="readout+state",
+        aux_input="readout",
         state_token_noise=0.0,
     )
     obs = _obs(p, ["go left", "go right"])
