@@ -197,6 +197,24 @@ def _rel(path: str | Path, root: Path) -> str:
         return str(path)
 
 
+def _media(
+    run_dir: Path,
+    curves: tuple[tuple[str, Any], ...],
+    videos: tuple[tuple[str, Any], ...],
+) -> list[str]:
+    """Report lines: each curve (title, PNG path or None) as an image, then a ``## Videos``
+    section listing each (title, MP4 paths) entry, links relative to ``run_dir``."""
+    lines: list[str] = []
+    for title, path in curves:
+        if path:
+            lines += [f"![{title}]({_rel(path, run_dir)})", ""]
+    lines += ["## Videos", ""]
+    for title, paths in videos:
+        for p in paths or []:
+            lines.append(f"- {title}: [{Path(p).name}]({_rel(p, run_dir)})")
+    return lines
+
+
 def write_report(
     run_dir: Path,
     summary: dict[str, Any],
@@ -240,18 +258,15 @@ def write_report(
         "## Curves",
         "",
     ]
-    curves = (
-        ("BC training", bc.get("plot")),
-        ("Residual RL evaluations", rl.get("plot")),
-        ("Residual RL training episodes", rl.get("episodes_plot")),
+    lines += _media(
+        run_dir,
+        (
+            ("BC training", bc.get("plot")),
+            ("Residual RL evaluations", rl.get("plot")),
+            ("Residual RL training episodes", rl.get("episodes_plot")),
+        ),
+        (("BC policy", before.get("videos")), ("after RL", rl.get("videos"))),
     )
-    for title, path in curves:
-        if path:
-            lines += [f"![{title}]({_rel(path, run_dir)})", ""]
-    lines += ["## Videos", ""]
-    for title, paths in (("BC policy", before.get("videos")), ("after RL", rl.get("videos"))):
-        for p in paths or []:
-            lines.append(f"- {title}: [{Path(p).name}]({_rel(p, run_dir)})")
     lines += [
         "",
         "## Reproduce",
@@ -399,13 +414,11 @@ def write_vla_report(
         after_all = pct(s["seen_after_rl"]["success"]) if key == "seen" else "-"
         lines.append(f"| {name} | all | {pct(s[key]['success'])} | {after_all} |")
     lines += ["", f"Total wall time {s['wall_s']} s.", "", "## Curves", ""]
-    for title, path in (("VLA training", bc.get("plot")), ("DSRL evaluations", rl.get("plot"))):
-        if path:
-            lines += [f"![{title}]({_rel(path, run_dir)})", ""]
-    lines += ["## Videos", ""]
-    for title, paths in (("VLA", seen.get("videos")), ("after DSRL", rl.get("videos"))):
-        for p in paths or []:
-            lines.append(f"- {title}: [{Path(p).name}]({_rel(p, run_dir)})")
+    lines += _media(
+        run_dir,
+        (("VLA training", bc.get("plot")), ("DSRL evaluations", rl.get("plot"))),
+        (("VLA", seen.get("videos")), ("after DSRL", rl.get("videos"))),
+    )
     path = run_dir / "report.md"
     path.write_text("\n".join(lines) + "\n")
     return path
