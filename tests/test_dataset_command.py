@@ -64,8 +64,13 @@ def test_import_rosbags_through_the_cli(tmp_path, capsys):
     from rosbags.rosbag2 import StoragePlugin
     from test_rosbag_import import _write_bag
 
-    _write_bag(tmp_path / "b0", StoragePlugin.MCAP)
-    _write_bag(tmp_path / "b1", StoragePlugin.SQLITE3)
+    from hardware.ros2.topics import FRANKA
+    from robotrl.datasets.rosbag_import import bag_topics
+
+    # bags of a franka_ros2 session (the default profile): the gripper on its own topic
+    franka = bag_topics(FRANKA, cameras={"front": "/cam/front"})
+    _write_bag(tmp_path / "b0", StoragePlugin.MCAP, topics=franka)
+    _write_bag(tmp_path / "b1", StoragePlugin.SQLITE3, topics=franka)
     store = tmp_path / "s.zarr"
     args = [
         "dataset",
@@ -82,6 +87,13 @@ def test_import_rosbags_through_the_cli(tmp_path, capsys):
     assert main([*args, "success=true"]) == 0
     out = _json(capsys)
     assert (out["imported_episodes"], out["episodes"]) == (1, 2)
+    with EpisodeStore.open(store) as s:
+        np.testing.assert_allclose(s.episode(1)["state/gripper"][:, 0], 0.02)
+    # the same bags read with another profile's topics: a clear error, nothing added
+    assert main([*args[:5], "profile=generic", "topics={cameras: {front: /cam/front}}"]) == 2
+    assert "lacks arm joints" in capsys.readouterr().err
+    with EpisodeStore.open(store) as s:
+        assert s.num_episodes == 2
     assert main(["dataset", "import", f"path={store}", "from=csv", "inputs=[x]"]) == 2
     assert "unknown import source" in capsys.readouterr().err
 

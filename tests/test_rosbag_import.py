@@ -11,8 +11,6 @@ from rosbags.typesys import Stores, get_typestore
 
 from robotrl.datasets import verify
 from robotrl.datasets.rosbag_import import (
-    PANDA_ARM_JOINTS,
-    PANDA_FINGER_JOINTS,
     BagImportError,
     BagTopics,
     import_bags,
@@ -30,37 +28,48 @@ def _header(t_ns):
     )
 
 
-def _write_bag(path, storage, duration=1.0, jitter_seed=0):
-    """JointState at 100 Hz, pose + wrench at 50 Hz, a camera at 10 Hz, actions at 20 Hz."""
+def _joint_state(t, names, pos):
+    return T["sensor_msgs/msg/JointState"](
+        header=_header(t),
+        name=list(names),
+        position=np.asarray(pos, float),
+        velocity=np.full(len(names), 0.5),
+        effort=np.zeros(0),
+    )
+
+
+def _write_bag(path, storage, duration=1.0, jitter_seed=0, topics=None):
+    """JointState at 100 Hz, pose + wrench at 50 Hz, a camera at 10 Hz, actions at 20 Hz, on
+    the topics of ``topics`` (default :data:`TOPICS`; with ``gripper_joint_states`` the
+    fingers have their own JointState topic, as franka_gripper's)."""
+    topics = topics or TOPICS
     rng = np.random.default_rng(jitter_seed)
     with Writer(path, version=9, storage_plugin=storage) as w:
         c = {
-            "js": w.add_connection("/joint_states", "sensor_msgs/msg/JointState", typestore=TS),
-            "pose": w.add_connection(
-                "/robotrl/ee_pose", "geometry_msgs/msg/PoseStamped", typestore=TS
-            ),
+            "js": w.add_connection(topics.joint_states, "sensor_msgs/msg/JointState", typestore=TS),
+            "pose": w.add_connection(topics.ee_pose, "geometry_msgs/msg/PoseStamped", typestore=TS),
             "wrench": w.add_connection(
-                "/robotrl/wrench", "geometry_msgs/msg/WrenchStamped", typestore=TS
+                topics.wrench, "geometry_msgs/msg/WrenchStamped", typestore=TS
             ),
-            "cam": w.add_connection("/cam/front", "sensor_msgs/msg/Image", typestore=TS),
-            "act": w.add_connection(
-                "/robotrl/action", "std_msgs/msg/Float64MultiArray", typestore=TS
-            ),
-            "int": w.add_connection("/robotrl/intervention", "std_msgs/msg/Bool", typestore=TS),
+            "cam": w.add_connection(topics.cameras["front"], "sensor_msgs/msg/Image", typestore=TS),
+            "act": w.add_connection(topics.action, "std_msgs/msg/Float64MultiArray", typestore=TS),
+            "int": w.add_connection(topics.intervention, "std_msgs/msg/Bool", typestore=TS),
         }
+        separate = topics.gripper_joint_states
+        if separate:
+            c["fingers"] = w.add_connection(separate, "sensor_msgs/msg/JointState", typestore=TS)
         msgs = []
         for k in range(int(duration * 100)):
             t = T0 + k * NS // 100 + int(rng.integers(0, 200_000))
-            names = [*PANDA_ARM_JOINTS, *PANDA_FINGER_JOINTS]
-            pos = np.r_[np.arange(7) + k * 1e-3, 0.01, 0.01]
-            m = T["sensor_msgs/msg/JointState"](
-                header=_header(t),
-                name=names,
-                position=pos,
-                velocity=np.full(9, 0.5),
-                effort=np.zeros(0),
-            )
-            msgs.append((t, c["js"], m))
+            arm = np.arange(7) + k * 1e-3
+            if separate:
+                msgs.append((t, c["js"], _joint_state(t, topics.arm_joints, arm)))
+                if k % 2 == 0:  # the gripper at 50 Hz
+                    fingers = _joint_state(t, topics.gripper_joints, [0.01, 0.01])
+                    msgs.append((t, c["fingers"], fingers))
+            else:
+                names = [*topics.arm_joints, *topics.gripper_joints]
+                msgs.append((t, c["js"], _joint_state(t, names, np.r_[arm, 0.01, 0.01])))
         for k in range(int(duration * 50)):
             t = T0 + k * NS // 50
             P = T["geometry_msgs/msg/Point"](x=0.5 + k * 1e-3, y=0.0, z=0.3)

@@ -3,11 +3,13 @@ and filling it from other formats."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from hardware.ros2.topics import topic_profile
 from robotrl.datasets import EpisodeStore, repair, verify
 from robotrl.datasets.integrity import content_damage, structure_damage
 
@@ -87,10 +89,12 @@ def dataset_import(cfg: DictConfig) -> dict[str, Any]:
         return _import_lerobot(cfg, inputs)
     if source != "rosbag":
         raise ValueError(f"unknown import source {source!r}; available: ['lerobot', 'rosbag']")
-    from robotrl.datasets.rosbag_import import BagTopics, import_bags
+    from robotrl.datasets.rosbag_import import bag_topics, import_bags  # the 'ros2' extra
 
+    topics = bag_topics(topic_profile(str(cfg.profile)))
     try:
-        topics = BagTopics(**(OmegaConf.to_object(cfg.topics) if cfg.topics else {}))
+        overrides = OmegaConf.to_object(cfg.topics) if cfg.topics else {}
+        topics = dataclasses.replace(topics, **overrides)  # type: ignore[arg-type]
     except TypeError as exc:
         raise ValueError(f"bad topics mapping: {exc}") from exc
     success = OmegaConf.to_object(cfg.success) if OmegaConf.is_list(cfg.success) else cfg.success

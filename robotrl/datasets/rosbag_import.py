@@ -50,6 +50,8 @@ class BagTopics:
 
     Attributes:
         joint_states: JointState topic; ``arm_joints`` / ``gripper_joints`` pick its joints.
+        gripper_joint_states: a separate JointState topic of the fingers (franka_gripper's);
+            None: the fingers are joints of ``joint_states``.
         ee_pose, wrench, ee_twist: PoseStamped, WrenchStamped, TwistStamped topics.
         cameras: camera name -> Image or CompressedImage topic.
         action: Float64MultiArray topic of the executed (normalised) action.
@@ -59,6 +61,7 @@ class BagTopics:
     joint_states: str | None = "/joint_states"
     arm_joints: tuple[str, ...] = PANDA_ARM_JOINTS
     gripper_joints: tuple[str, ...] = PANDA_FINGER_JOINTS
+    gripper_joint_states: str | None = None
     ee_pose: str | None = "/robotrl/ee_pose"
     wrench: str | None = "/robotrl/wrench"
     ee_twist: str | None = None
@@ -67,7 +70,8 @@ class BagTopics:
     intervention: str | None = "/robotrl/intervention"
 
     def __post_init__(self) -> None:
-        used = [self.joint_states, self.ee_pose, self.wrench, self.ee_twist, self.action]
+        used = [self.joint_states, self.gripper_joint_states, self.ee_pose, self.wrench]
+        used += [self.ee_twist, self.action]
         used += [self.intervention, *self.cameras.values()]
         named = [t for t in used if t]
         dupes = sorted({t for t in named if named.count(t) > 1})
@@ -76,13 +80,13 @@ class BagTopics:
 
 
 def bag_topics(profile: TopicProfile, cameras: Mapping[str, str] | None = None) -> BagTopics:
-    """The topics of bags recorded with the ROS 2 topic ``profile`` (``hardware.ros2.bag``).
-    The importer reads the gripper from ``joint_states``: profiles with a separate gripper
-    topic import without the finger opening (0). ``cameras``: camera name -> image topic."""
+    """The topics of bags recorded with the ROS 2 topic ``profile`` (``hardware.ros2.bag``,
+    ``collect_teleop.launch.py record_bag:=true``). ``cameras``: camera name -> image topic."""
     return BagTopics(
         joint_states=profile.joint_states,
         arm_joints=tuple(profile.arm_joints),
         gripper_joints=tuple(profile.gripper_joints),
+        gripper_joint_states=profile.gripper_joint_states,
         ee_pose=profile.ee_pose,
         wrench=profile.wrench,
         ee_twist=profile.ee_twist,
@@ -139,10 +143,20 @@ def _joint_fields(topics: BagTopics) -> Callable[[Any], dict[str, np.ndarray]]:
         out["state/joint_vel"] = (vel[arm] if len(vel) == len(names) else 0 * pos[arm]).astype(
             np.float32
         )
-        fingers = [names.index(j) for j in topics.gripper_joints if j in names]
-        if topics.gripper_joints:
-            out["state/gripper"] = np.array([pos[fingers].sum() if fingers else 0.0], np.float32)
+        if topics.gripper_joints and not topics.gripper_joint_states:
+            out.update(_finger_opening(topics)(msg))
         return out
+
+    return convert
+
+
+def _finger_opening(topics: BagTopics) -> Callable[[Any], dict[str, np.ndarray]]:
+    """JointState -> ``state/gripper``: the sum of the finger joints' positions [m]."""
+
+    def convert(msg: Any) -> dict[str, np.ndarray]:
+        names, pos = list(msg.name), np.asarray(msg.position, float)
+        fingers = [names.index(j) for j in topics.gripper_joints if j in names]
+        return {"state/gripper": np.array([pos[fingers].sum() if fingers else 0.0], np.float32)}
 
     return convert
 
@@ -152,6 +166,8 @@ def _converters(topics: BagTopics) -> dict[str, tuple[str, Callable[[Any], dict]
     conv: dict[str, tuple[str, Callable[[Any], dict]]] = {}
     if topics.joint_states:
         conv[topics.joint_states] = ("sensor_msgs/msg/JointState", _joint_fields(topics))
+    if topics.gripper_joint_states and topics.gripper_joints:
+        conv[topics.gripper_joint_states] = ("sensor_msgs/msg/JointState", _finger_opening(topics))
     if topics.ee_pose:
         conv[topics.ee_pose] = ("geometry_msgs/msg/PoseStamped", _pose)
     if topics.wrench:
