@@ -47,7 +47,8 @@ from policies.tokenizer import LANGUAGE_KEY, PAD_ID, WordTokenizer
 
 EXPERTS = ("transformer", "mlp")
 EXPERT_INPUTS = ("readout", "readout+state", "state")
-AUX_INPUTS = ("readout", "keypoints")
+AUX_INPUTS = ("readout", "keypoints", "grounded")
+CONFIDENCE_SCALE = 10.0  # [1/nat]: a one-hot word outweighs a two-way one by e^6.9
 
 
 def sincos_2d(h: int, w: int, dim: int, device: torch.device) -> torch.Tensor:
@@ -313,9 +314,19 @@ class TinyVLA(FlowChainPolicy):
             auxiliary head's prediction from the images and the instruction: the expert learns
             to act from a state as a state policy does while the trunk learns to perceive it.
             None: ``"state"`` with ``aux_dims``, else ``"readout"``.
-        aux_input: what the auxiliary head reads: ``"readout"`` (the trunk's output) or
+        aux_input: what the auxiliary head reads: ``"readout"`` (the trunk's output),
             ``"keypoints"`` (every camera's spatial-softmax keypoints and the instruction's
-            mean word embedding); None: ``"keypoints"`` with cameras, else ``"readout"``.
+            mean word embedding) or ``"grounded"``: the keypoints alone give the entries that do
+            not depend on the instruction and ``aux_candidates`` candidates for those that do
+            (``aux_instructed``), and the instruction's words only choose among the candidates
+            (:meth:`choose`: a colour word learnt with one verb names its object with the
+            other).
+            None: ``"keypoints"`` with cameras, else ``"readout"``.
+        aux_instructed: the ``aux_dims`` entries that depend on the instruction (the named
+            object's); None: those whose name starts with ``state/target_``.
+        aux_candidates: the candidates per instructed entry (``aux_input="grounded"``).
+        word_dropout: in training, the probability that the grounded head's choice ignores a
+            word (never all of them).
         time_beta, noise_std_bounds, sde_noise_level, stats: as
             :class:`~policies.flow_matching.FlowMatchingPolicy`.
     """
@@ -353,6 +364,9 @@ class TinyVLA(FlowChainPolicy):
         expert_input: str | None = None,
         state_token_noise: float = 0.1,
         aux_input: str | None = None,
+        aux_instructed: Sequence[str] | None = None,
+        aux_candidates: int = 4,
+        word_dropout: float = 0.5,
         stats: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         aux_dims = dict(aux_dims or {})
@@ -374,6 +388,16 @@ class TinyVLA(FlowChainPolicy):
             raise ValueError(f"aux_dims {overlap} are also inputs (state_dims)")
         if expert not in EXPERTS:
             raise ValueError(f"expert must be one of {EXPERTS}, got {expert!r}")
+        if aux_instructed is None:
+            aux_instructed = [k for k in aux_dims if k.startswith("state/target_")]
+        aux_instructed = list(aux_instructed)
+        unknown = sorted(set(aux_instructed) - set(aux_dims))
+        if unknown:
+            raise ValueError(f"aux_instructed {unknown} are not in aux_dims {sorted(aux_dims)}")
+        if aux_input == "grounded" and not (image_keys and aux_instructed):
+            raise ValueError("aux_input='grounded' needs cameras and instructed aux entries")
+        if aux_candidates < 1:
+            raise ValueError(f"aux_candidates must be >= 1, got {aux_candidates}")
         if dim % heads or dim % 4:
             raise ValueError(f"dim must be divisible by heads and by 4, got {dim}, {heads}")
         if not state_dims and not image_keys:
@@ -423,15 +447,21 @@ class TinyVLA(FlowChainPolicy):
         )
         self.tokenizer = tokenizer
         self.aux_dims, self.aux_weight = aux_dims, float(aux_weight)
-        aux_in = (
-            encoder.out_dim if aux_input == "readout" else len(image_keys) * 2 * keypoints + dim
-        )
-        self.aux_input = aux_input
+        self.aux_input, self.aux_instructed = aux_input, aux_instructed
+        self.aux_candidates, self.word_dropout = int(aux_candidates), float(word_dropout)
+        points_in = len(image_keys) * 2 * keypoints
+        aux_in = {"readout": encoder.out_dim, "keypoints": points_in + dim, "grounded": points_in}
+        aux_out = sum(aux_dims.values())
+        if aux_input == "grounded":  # the free entries, then the instructed ones' candidates
+            instructed = sum(aux_dims[k] for k in aux_instructed)
+            aux_out += (self.aux_candidates - 1) * instructed
         self.aux_head = (
-            nn.Sequential(nn.Linear(aux_in, 256), nn.SiLU(), nn.Linear(256, sum(aux_dims.values())))
+            nn.Sequential(nn.Linear(aux_in[aux_input], 256), nn.SiLU(), nn.Linear(256, aux_out))
             if aux_dims
             else None
         )
+        # per word: logits over the candidates
+        self.selector = nn.Linear(dim, self.aux_candidates) if aux_input == "grounded" else None
         self.state_token = nn.Linear(sum(aux_dims.values()), dim) if state_token else None
         self.state_token_noise = float(state_token_noise)
         self.expert_input = expert_input
@@ -467,20 +497,42 @@ class TinyVLA(FlowChainPolicy):
         a state token (``expert_input``) the tokens holding the auxiliary head's prediction."""
         if self.state_token is None:
             return self.encoder(obs, self.normalizer)
-        readout, points, rest = self._parts(obs)
-        return self._condition(readout, rest, self.predict_state(readout, points, rest))
+        parts = self._parts(obs)
+        return self._condition(parts[0], parts[2], self.predict_state(*parts))
 
     def _parts(
         self, obs: Mapping[str, torch.Tensor]
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """What the heads read, each computed once: the readout ((B, 0) when neither head reads
-        it: the trunk is skipped), the keypoints, and the instruction and proprioception tokens
-        (B, 2, D) (None when unused)."""
+        it: the trunk is skipped), the keypoints, the instruction and proprioception tokens
+        (B, 2, D) (None when unused) and the grounded head's choice among its candidates
+        (B, C) (None without it)."""
         uses_readout = self.aux_input == "readout" or self.expert_input != "state"
         readout, points = self.prefix.features(obs, self.normalizer, readout=uses_readout)
-        uses_rest = self.aux_input == "keypoints" or self.expert_input == "state"
+        uses_rest = self.aux_input != "readout" or self.expert_input == "state"
         rest = self.prefix.instruction_and_proprio(obs, self.normalizer) if uses_rest else None
-        return readout, points, rest
+        return readout, points, rest, self.choose(obs) if self.selector is not None else None
+
+    def choose(self, obs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """(B, C) the grounded head's weights over its candidates for the instruction.
+
+        Each word gives a distribution over the candidates; the weights are their mean, each
+        word weighted by its confidence (softmax over the words of ``-CONFIDENCE_SCALE`` x its
+        distribution's entropy). In training each word is hidden with probability
+        ``word_dropout``, so every word alone must name what it can: a colour word names one
+        object whatever the verb, a verb only narrows it down, and the colour word's sharper
+        distribution outweighs the verb's next to a verb it was never seen with.
+        """
+        assert self.selector is not None
+        ids = obs[LANGUAGE_KEY].long()
+        per_word = torch.softmax(self.selector(self.prefix.token_embed(ids)), dim=-1)  # (B,L,C)
+        hidden = ids == PAD_ID
+        if self.training and self.word_dropout > 0:
+            dropped = hidden | (torch.rand(ids.shape, device=ids.device) < self.word_dropout)
+            hidden = torch.where(dropped.all(dim=1, keepdim=True), hidden, dropped)
+        entropy = -(per_word * torch.log(per_word.clamp(min=1e-8))).sum(-1)  # (B, L) [nats]
+        confidence = (-CONFIDENCE_SCALE * entropy).masked_fill(hidden, -1e9)
+        return torch.einsum("bl,blc->bc", torch.softmax(confidence, dim=-1), per_word)
 
     @property
     def perceives(self) -> bool:
@@ -495,16 +547,35 @@ class TinyVLA(FlowChainPolicy):
         return self.predict_state(*self._parts(obs))
 
     def predict_state(
-        self, readout: torch.Tensor, points: torch.Tensor, rest: torch.Tensor | None
+        self,
+        readout: torch.Tensor,
+        points: torch.Tensor,
+        rest: torch.Tensor | None,
+        choice: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """(B, A) the auxiliary head's normalised ``aux_dims`` state: from the readout, or
         (``aux_input="keypoints"``) from the cameras' keypoints and the instruction's mean word
-        embedding (``rest[:, 0]``; image coordinates map to table positions almost linearly)."""
+        embedding (``rest[:, 0]``; image coordinates map to table positions almost linearly),
+        or (``"grounded"``) from the keypoints, ``choice`` (:meth:`choose`) weighting the
+        candidates of the ``aux_instructed`` entries."""
         assert self.aux_head is not None
         if self.aux_input == "readout":
             return self.aux_head(readout)
-        assert rest is not None
-        return self.aux_head(torch.cat([points, rest[:, 0]], dim=-1))
+        if self.selector is None:
+            assert rest is not None
+            return self.aux_head(torch.cat([points, rest[:, 0]], dim=-1))
+        assert choice is not None
+        out = self.aux_head(points)
+        free = [k for k in self.aux_dims if k not in self.aux_instructed]
+        n_free = sum(self.aux_dims[k] for k in free)
+        candidates = out[:, n_free:].reshape(out.shape[0], self.aux_candidates, -1)
+        chosen = torch.einsum("bc,bcd->bd", choice, candidates)  # (B, instructed dims)
+        keys = free + self.aux_instructed
+        sizes = [self.aux_dims[k] for k in keys]
+        entries = dict(
+            zip(keys, torch.cat([out[:, :n_free], chosen], -1).split(sizes, -1), strict=True)
+        )
+        return torch.cat([entries[k] for k in self.aux_dims], dim=-1)
 
     def _condition(
         self, readout: torch.Tensor, rest: torch.Tensor | None, state: torch.Tensor
