@@ -6,6 +6,9 @@ action holds the arm where it is and a blocked arm cannot wind its target up; ``
 gripper (-1 open, +1 closed). The target then passes :class:`SafetyFilter` (workspace box, a step
 bound of :data:`STEP_BOUND` full action steps from the last safe target, NaN/inf -> hold) as the
 last stage. A non-finite action holds both the last safe target and the last gripper command.
+Before that, a finite action passes the commander's *action stages* in order
+(:class:`ActionStage`: e.g. :class:`controllers.grasp_hold.GraspHold`), each of which may change
+it and reports what it changed as flags of the :class:`Target`.
 
 Every backend (MuJoCo, PyBullet, ManiSkill, the ROS 2 bridge and robot env) and the safety
 reflex's substituted actions go through :class:`Commander`; :meth:`Commander.to_action` is the
@@ -14,8 +17,9 @@ inverse for backends whose own controller takes deltas (ManiSkill's ``pd_ee_delt
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import ClassVar, Protocol
 
 import numpy as np
 
@@ -47,6 +51,22 @@ class Target:
     flags: Mapping[str, bool]
 
 
+class ActionStage(Protocol):
+    """A check a finite action passes before it becomes a target."""
+
+    FLAGS: ClassVar[tuple[str, ...]]  # the flag keys apply() returns
+
+    def reset(self, command: float) -> None:
+        """Episode start; ``command`` is the gripper command the episode starts with."""
+        ...
+
+    def apply(self, action: np.ndarray, ee_pos: np.ndarray, opening: float) -> Mapping[str, bool]:
+        """Change ``action`` (7,) (clipped to [-1, 1]) in place if needed, given the measured
+        TCP position ``ee_pos`` (3,) [m, base frame] and finger ``opening`` [m]; returns the
+        flags of what it changed (every key it can set, each True or False)."""
+        ...
+
+
 class Commander:
     """Normalised actions -> safe TCP targets and gripper commands.
 
@@ -54,6 +74,8 @@ class Commander:
         max_dpos: translation per action unit and step [m].
         max_drot: rotation per action unit and step [rad].
         workspace_low, workspace_high: (3,) TCP box of the safety filter [m, base frame].
+        stages: :class:`ActionStage` s every finite action passes, in order, before it becomes
+            a target (they need the finger opening: :meth:`command`'s ``opening``).
     """
 
     def __init__(
@@ -62,6 +84,7 @@ class Commander:
         max_drot: float = DEFAULT_MAX_DROT,
         workspace_low: np.ndarray | tuple[float, ...] | None = None,
         workspace_high: np.ndarray | tuple[float, ...] | None = None,
+        stages: Sequence[ActionStage] = (),
     ) -> None:
         if not (max_dpos > 0 and max_drot > 0):
             raise ValueError(f"expected max_dpos, max_drot > 0, got {max_dpos}, {max_drot}")
@@ -77,22 +100,48 @@ class Commander:
             max_rot_step=STEP_BOUND * self.max_drot,
         )
         self.gripper = OPEN
+        self.stages: tuple[ActionStage, ...] = ()
+        self._stage_flags: dict[str, bool] = {}
+        for stage in stages:
+            self.add_stage(stage)
+
+    def add_stage(self, stage: ActionStage) -> None:
+        """Append an action stage (it runs after the ones already there)."""
+        self.stages = (*self.stages, stage)
+        self._stage_flags.update(dict.fromkeys(stage.FLAGS, False))
 
     def reset(self, ee_pos: np.ndarray, ee_rot: np.ndarray, gripper: float = OPEN) -> None:
         """Start from the measured TCP pose (``ee_pos`` (3,) [m], ``ee_rot`` (3, 3), base frame)
         with the gripper command ``gripper``."""
         self.safety.reset(ee_pos, ee_rot)
         self.gripper = float(gripper)
+        for stage in self.stages:
+            stage.reset(self.gripper)
 
-    def command(self, action: np.ndarray, ee_pos: np.ndarray, ee_rot: np.ndarray) -> Target:
-        """The safe target of ``action`` (7,) at the measured TCP pose; a non-finite action
-        holds the last safe target and gripper command."""
+    def command(
+        self,
+        action: np.ndarray,
+        ee_pos: np.ndarray,
+        ee_rot: np.ndarray,
+        opening: float | None = None,
+    ) -> Target:
+        """The safe target of ``action`` (7,) at the measured TCP pose, after the action
+        stages (which read the finger ``opening`` [m]); a non-finite action holds the last safe
+        target and gripper command and passes no stage."""
         a = np.asarray(action, dtype=float).reshape(-1)
         if a.shape != (ACTION_DIM,):
             raise ValueError(f"action must have shape ({ACTION_DIM},), got {np.shape(action)}")
+        flags = dict(self._stage_flags)
         if np.isfinite(a).all():
+            if self.stages:
+                if opening is None:
+                    raise ValueError("the commander's action stages need the finger opening")
+                a = np.clip(a, -1.0, 1.0)
+                for stage in self.stages:
+                    flags.update(stage.apply(a, ee_pos, float(opening)))
             self.gripper = float(np.clip(a[6], -1.0, 1.0))
-        return self.retarget(a[:6], ee_pos, ee_rot)
+        target = self.retarget(a[:6], ee_pos, ee_rot)
+        return Target(target.pos, target.rot, target.gripper, {**target.flags, **flags})
 
     def retarget(self, motion: np.ndarray, ee_pos: np.ndarray, ee_rot: np.ndarray) -> Target:
         """The safe target of a motion ``motion`` (6,) (an action's first six entries) at the

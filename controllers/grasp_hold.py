@@ -9,13 +9,16 @@ loosen the grasp is raised to ``close``. Below ``release_z`` every gripper comma
 Holding means the fingers stopped on an object, ``min_width < opening < max_width`` [m], under a
 closing command (the last executed gripper command > 0). An empty gripper that closes passes
 ``min_width`` at the start of its travel only and is then below it; an opening command from a
-closed, empty gripper finds no object and passes. Numpy-free, allocation-free: one call per
-control step.
+closed, empty gripper finds no object and passes. Allocation-free: one call per control
+step, as an action stage of :class:`controllers.commander.Commander`.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+
+import numpy as np
 
 
 class GraspHold:
@@ -27,6 +30,8 @@ class GraspHold:
             hand: 0 closed and empty, 0.08 open; a 24 mm peg reads 0.024).
         close: the gripper command the grasp is held at (1: fully closed).
     """
+
+    FLAGS = ("grasp_hold",)  # what apply() reports: whether it raised the gripper command
 
     def __init__(
         self,
@@ -53,6 +58,14 @@ class GraspHold:
     def holding(self, opening: float) -> bool:
         """Whether the fingers [m] hold an object under the last (closing) command."""
         return self.last_command > 0.0 and self.min_width < opening < self.max_width
+
+    def apply(self, action: np.ndarray, ee_pos: np.ndarray, opening: float) -> Mapping[str, bool]:
+        """As an action stage (:class:`controllers.commander.ActionStage`): raise the gripper
+        entry ``action[6]`` in place while a held object is above ``release_z``."""
+        command = self(float(action[6]), opening, float(ee_pos[2]))
+        held = command != action[6]
+        action[6] = command
+        return {"grasp_hold": held}
 
     def __call__(self, command: float, opening: float, tcp_z: float) -> float:
         """The gripper command to execute for ``command`` in [-1, 1], given the finger

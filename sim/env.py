@@ -184,6 +184,8 @@ class PandaEnv(gym.Env):
             from sim.safety_guard import SafetyGuard
 
             self.guard = SafetyGuard(self, safety, **(safety_kwargs or {}))
+            if self.guard.grasp is not None:  # the reflex's grasp hold acts on every action
+                self.commander.add_stage(self.guard.grasp)
         self._renderers: dict[str, mujoco.Renderer] = {}
         self._rng = np.random.default_rng()
         self._steps = 0
@@ -325,12 +327,13 @@ class PandaEnv(gym.Env):
     ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         a = np.asarray(action, dtype=float).reshape(-1)
         s = self.state
-        target = self.commander.command(a, s.ee_pos, s.ee_rot)
+        target = self.commander.command(a, s.ee_pos, s.ee_rot, self.gripper_opening())
         self.track(target.pos, target.rot)
         self.set_gripper(target.gripper)
         flags = dict(target.flags)
         if self.guard is not None:
-            self.guard.run(np.clip(a, -1.0, 1.0) if np.isfinite(a).all() else None, flags)
+            executed = np.r_[np.clip(a[:6], -1.0, 1.0), target.gripper]  # after the stages
+            self.guard.run(executed if np.isfinite(a).all() else None, flags)
             s = self.read_state()
         else:
             s = self.advance(self.n_substeps, flags)

@@ -217,21 +217,20 @@ class SafetyGuard:
         """Episode start (after the env's reset): features of the initial state."""
         if self.reflex is not None:
             self.reflex.level = PASS
-        if self.grasp is not None:
-            self.grasp.reset(self.env.gripper_command())
         np.copyto(self._feat_start, self.features())
 
     def run(self, action: np.ndarray | None, flags: dict[str, Any]) -> None:
-        """The physics ticks of one control step for ``action`` (7,) (None: non-finite, held
-        by the filter); merges what happened into ``flags`` (the step's ``info["safety"]``)."""
+        """The physics ticks of one control step for the executed ``action`` (7,) (after the
+        commander's stages, the grasp hold among them; None: non-finite, held by the filter);
+        merges what happened into ``flags`` (the step's ``info["safety"]``)."""
         env = self.env
         m, d = env.model, env.data
-        flags["grasp_hold"] = False
+        flags.setdefault("grasp_hold", False)  # the grasp hold ran in the env's commander
+        self.counts["grasp_holds"] += int(flags["grasp_hold"])
         if action is None:
             self._cmd[:] = 0.0
         else:
             np.copyto(self._cmd, action)
-            self._hold_grasp(flags)
         np.copyto(self._exec_first, self._cmd)
         self._mid_step = False
         step_cost, force_max, risk_max, reflex_ticks = 0, 0.0, 0.0, 0
@@ -302,19 +301,6 @@ class SafetyGuard:
         np.copyto(self._feat_start, feats)
 
     # ------------------------------------------------------------------ helpers
-    def _hold_grasp(self, flags: dict[str, Any]) -> None:
-        """Raise a loosening gripper command while a held object is above the release height."""
-        if self.grasp is None:
-            return
-        env = self.env
-        tcp_z = float(env.data.site_xpos[self._tcp][2])
-        command = self.grasp(float(self._cmd[6]), env.gripper_opening(), tcp_z)
-        if command != self._cmd[6]:
-            self._cmd[6] = command
-            self.env.set_gripper(command)
-            self.counts["grasp_holds"] += 1
-            flags["grasp_hold"] = True
-
     def _retarget(self, action: np.ndarray, flags: dict[str, Any]) -> None:
         """Target of the reflex's ``action`` at the current TCP pose, through the commander."""
         env, d = self.env, self.env.data

@@ -61,6 +61,53 @@ def test_non_finite_action_holds_target_and_gripper() -> None:
         assert t.gripper == 1.0  # not opened by a NaN
 
 
+class _Recorder:
+    """An action stage that halves the motion and records what it saw."""
+
+    FLAGS = ("halved",)
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[np.ndarray, float]] = []
+        self.resets: list[float] = []
+
+    def reset(self, command: float) -> None:
+        self.resets.append(command)
+
+    def apply(self, action, ee_pos, opening):
+        self.seen.append((action.copy(), opening))
+        action[:6] *= 0.5
+        return {"halved": True}
+
+
+def test_action_stages_change_finite_actions_in_order_and_flag_it() -> None:
+    first, second = _Recorder(), _Recorder()
+    cmd = Commander(max_dpos=0.02, stages=[first])
+    cmd.add_stage(second)
+    cmd.reset(HOME, DOWN, gripper=1.0)
+    assert first.resets == second.resets == [1.0]
+    t = cmd.command(np.array([3.0, 0, 0, 0, 0, 0, -1.0]), HOME, DOWN, opening=0.04)
+    np.testing.assert_allclose(t.pos, _at(0.005, 0, 0), atol=1e-12)  # clipped, then halved twice
+    assert first.seen[0][0][0] == 1.0 and second.seen[0][0][0] == 0.5
+    assert first.seen[0][1] == 0.04 and t.flags["halved"] and t.gripper == -1.0
+    t = cmd.command(np.full(7, np.nan), HOME, DOWN, opening=0.04)  # held: no stage runs
+    assert len(first.seen) == 1 and t.flags["nan"] and t.flags["halved"] is False
+    with pytest.raises(ValueError, match="need the finger opening"):
+        cmd.command(np.zeros(7), HOME, DOWN)
+
+
+def test_grasp_hold_as_an_action_stage_keeps_a_held_object_closed() -> None:
+    from controllers.grasp_hold import GraspHold
+
+    cmd = Commander(stages=[GraspHold(release_z=0.08)])
+    cmd.reset(HOME, DOWN, gripper=1.0)  # the episode starts holding (a peg in the hand)
+    loosen = np.array([0, 0, 0.3, 0, 0, 0, 0.2])
+    t = cmd.command(loosen, HOME, DOWN, opening=0.024)
+    assert t.gripper == 1.0 and t.flags["grasp_hold"]
+    low = np.array([0.5, 0.0, 0.05])  # below the release height: the command passes
+    t = cmd.command(loosen, low, DOWN, opening=0.024)
+    assert t.gripper == 0.2 and not t.flags["grasp_hold"]
+
+
 def test_retarget_keeps_the_gripper() -> None:
     cmd = _commander()
     cmd.command(np.array([0, 0, 0, 0, 0, 0, 1.0]), HOME, DOWN)

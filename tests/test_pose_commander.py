@@ -43,6 +43,23 @@ def test_action_becomes_the_sim_envs_target_and_gripper_width() -> None:
     assert bus.sent[SIM.equilibrium_pose][-1].header.frame_id == SIM.base_frame
 
 
+def test_grasp_hold_keeps_a_held_object_gripped_on_the_robot() -> None:
+    """grasp_release_z > 0: the commander's grasp hold stage (the sim reflex's) raises a
+    loosening command while the fingers hold something above the release height."""
+    bus = FakeTransport()
+    cmd = PoseCommander(bus, SIM, grasp_release_z=0.08)
+    ee, loosen = np.array([0.5, 0.0, 0.3]), np.array([0, 0, 0.3, 0, 0, 0, 0.2])
+    cmd.apply(np.array([0, 0, 0, 0, 0, 0, 1.0]), ee, DOWN_QUAT, opening=0.024)  # grasp
+    flags = cmd.apply(loosen, ee, DOWN_QUAT, opening=0.024)
+    assert flags["grasp_hold"] and bus.sent[SIM.gripper_command][-1].data == [0.0]
+    flags = cmd.apply(loosen, np.array([0.5, 0.0, 0.05]), DOWN_QUAT, opening=0.024)
+    assert not flags["grasp_hold"]  # low enough to put it down
+    assert bus.sent[SIM.gripper_command][-1].data == [pytest.approx(0.8 * 0.04)]  # 0.2 passes
+    with pytest.raises(ValueError, match="finger opening"):
+        cmd.apply(loosen, ee, DOWN_QUAT)
+    assert "grasp_hold" not in PoseCommander(FakeTransport(), SIM).apply(loosen, ee, DOWN_QUAT)
+
+
 def test_safety_filter_is_last_workspace_step_and_nan() -> None:
     bus = FakeTransport()
     cmd = PoseCommander(bus, SIM, max_dpos=0.02, workspace_high=(0.8, 0.45, 0.31))

@@ -78,6 +78,7 @@ class BridgeNode:
             workspace_low=cfg.workspace_low,
             workspace_high=cfg.workspace_high,
             stiffness=cfg.stiffness or None,
+            grasp_release_z=cfg.grasp_release_z,
         )
         # a lockstep sim robot publishes state only when commanded: bound its answer instead
         self.watchdog = StateWatchdog(
@@ -130,7 +131,8 @@ class BridgeNode:
             self.stats.refused += 1
             return False
         obs, _ = latest
-        self.commander.apply(action, obs["state/ee_pos"], obs["state/ee_quat"])
+        opening = float(obs["state/gripper"][0]) if "state/gripper" in obs else None
+        self.commander.apply(action, obs["state/ee_pos"], obs["state/ee_quat"], opening)
         self.stats.applied += 1
         return True
 

@@ -96,6 +96,8 @@ class BridgeConfig(NodeConfig):
         workspace_low, workspace_high: (3,) TCP box [m, base frame] of the safety filter.
         stiffness: (6,) Cartesian stiffness [N/m x3, Nm/rad x3] sent on ``impedance_params``;
             empty: leave the robot's own.
+        grasp_release_z: TCP height [m] above which a held object stays gripped (a loosening
+            gripper command is raised to closed, :mod:`controllers.grasp_hold`); 0: off.
         max_episode_steps: truncation horizon of the env.
         lockstep: the robot is a sim robot stepping once per command (``lockstep: true,
             lockstep_on: equilibrium_pose``): it publishes state only after a step, so the
@@ -113,6 +115,7 @@ class BridgeConfig(NodeConfig):
     workspace_low: tuple[float, ...] = DEFAULT_WORKSPACE_LOW
     workspace_high: tuple[float, ...] = DEFAULT_WORKSPACE_HIGH
     stiffness: tuple[float, ...] = ()
+    grasp_release_z: float = 0.0
     max_episode_steps: int = 200
     lockstep: bool = False
 
@@ -133,6 +136,8 @@ class BridgeConfig(NodeConfig):
             )
         if self.stiffness and len(self.stiffness) != 6:
             raise ConfigError(f"stiffness must be empty or 6 values, got {self.stiffness}")
+        if not self.grasp_release_z >= 0:
+            raise ConfigError(f"grasp_release_z must be >= 0 [m], got {self.grasp_release_z}")
 
 
 @dataclass

@@ -33,6 +33,7 @@ from controllers.commander import (
     DEFAULT_WORKSPACE_LOW,
     Commander,
 )
+from controllers.grasp_hold import GraspHold
 from controllers.rotations import mat_to_quat, quat_to_mat
 from hardware.ros2 import messages as m
 from hardware.ros2.observation import StateCache
@@ -56,6 +57,9 @@ class PoseCommander:
         workspace_low, workspace_high: (3,) TCP box of the safety filter [m, base frame].
         stiffness: (6,) Cartesian stiffness [N/m x3, Nm/rad x3] published once (latched) on
             ``impedance_params``; None leaves the robot's own.
+        grasp_release_z: TCP height [m] above which a held object stays gripped
+            (:class:`controllers.grasp_hold.GraspHold`, an action stage of the commander; it
+            reads the finger opening: :meth:`apply`'s ``opening``); 0: off.
     """
 
     def __init__(
@@ -68,11 +72,13 @@ class PoseCommander:
         workspace_low: np.ndarray | tuple[float, ...] = DEFAULT_WORKSPACE_LOW,
         workspace_high: np.ndarray | tuple[float, ...] = DEFAULT_WORKSPACE_HIGH,
         stiffness: np.ndarray | tuple[float, ...] | None = None,
+        grasp_release_z: float = 0.0,
     ) -> None:
         if not profile.equilibrium_pose:
             raise ValueError(f"profile {profile.name!r} has no equilibrium_pose topic")
         self.profile = profile
-        self.commander = Commander(max_dpos, max_drot, workspace_low, workspace_high)
+        stages = [GraspHold(float(grasp_release_z))] if grasp_release_z > 0 else []
+        self.commander = Commander(max_dpos, max_drot, workspace_low, workspace_high, stages)
         self.safety = self.commander.safety
         self.max_dpos, self.max_drot = self.commander.max_dpos, self.commander.max_drot
         self._pose = transport.publisher(profile.equilibrium_pose, m.PoseStamped)
@@ -100,15 +106,22 @@ class PoseCommander:
         reset or a hold, so the filter's step limit never pulls towards an old target)."""
         self._needs_sync = True
 
-    def apply(self, action: np.ndarray, ee_pos: np.ndarray, ee_quat: np.ndarray) -> dict[str, bool]:
+    def apply(
+        self,
+        action: np.ndarray,
+        ee_pos: np.ndarray,
+        ee_quat: np.ndarray,
+        opening: float | None = None,
+    ) -> dict[str, bool]:
         """Publish the filtered command of ``action`` (7,) at the measured TCP pose
-        (``ee_pos`` (3,) [m], ``ee_quat`` (w, x, y, z), base frame); returns the filter flags."""
+        (``ee_pos`` (3,) [m], ``ee_quat`` (w, x, y, z), base frame) and finger ``opening`` [m]
+        (needed with a grasp hold); returns the commander's flags."""
         cur_pos = np.asarray(ee_pos, dtype=float)
         cur_rot = quat_to_mat(np.asarray(ee_quat, dtype=float))
         if self._needs_sync:
             self.commander.reset(cur_pos, cur_rot, self.commander.gripper)
             self._needs_sync = False
-        target = self.commander.command(action, cur_pos, cur_rot)
+        target = self.commander.command(action, cur_pos, cur_rot, opening)
         # gripper first: a lockstep sim robot steps on the pose and must have the width by then
         if np.isfinite(action).all():
             self.set_gripper(target.gripper)

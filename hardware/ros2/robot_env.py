@@ -77,6 +77,8 @@ class RosRobotEnv(gym.Env):
         max_dpos, max_drot: action scale per unit and step [m, rad].
         workspace_low, workspace_high: (3,) TCP box of the safety filter [m, base frame].
         stiffness: (6,) Cartesian stiffness sent once on ``impedance_params``; None: robot's.
+        grasp_release_z: TCP height [m] above which a held object stays gripped (the
+            commander's grasp hold, :mod:`controllers.grasp_hold`); 0: off.
         state_timeout_s: watchdog bound [s].
         max_episode_steps: truncation horizon.
         task_sizes: task observation entries (``{"cube_pos": 3}``) read from ``task_state``.
@@ -109,6 +111,7 @@ class RosRobotEnv(gym.Env):
         workspace_low: Sequence[float] = DEFAULT_WORKSPACE_LOW,
         workspace_high: Sequence[float] = DEFAULT_WORKSPACE_HIGH,
         stiffness: Sequence[float] | None = None,
+        grasp_release_z: float = 0.0,
         state_timeout_s: float = 0.05,
         max_episode_steps: int = 200,
         task_sizes: dict[str, int] | None = None,
@@ -154,6 +157,7 @@ class RosRobotEnv(gym.Env):
                 workspace_low=workspace_low,
                 workspace_high=workspace_high,
                 stiffness=stiffness,
+                grasp_release_z=grasp_release_z,
             )
         else:
             self._action_pub = transport.publisher(profile.action, m.Float64MultiArray)
@@ -367,7 +371,10 @@ class RosRobotEnv(gym.Env):
             if obs_now is None:
                 refused, reason = True, "no state"
             elif self.commander is not None:
-                flags = self.commander.apply(a, obs_now["state/ee_pos"], obs_now["state/ee_quat"])
+                grip = obs_now.get("state/gripper")
+                opening = float(grip[0]) if grip is not None else None
+                ee_pos, ee_quat = obs_now["state/ee_pos"], obs_now["state/ee_quat"]
+                flags = self.commander.apply(a, ee_pos, ee_quat, opening)
             else:
                 self._action_pub.publish(m.Float64MultiArray(data=[float(x) for x in a]))
         if refused:

@@ -104,6 +104,7 @@ class PolicyNode:
             workspace_low=cfg.workspace_low,
             workspace_high=cfg.workspace_high,
             stiffness=cfg.stiffness or None,
+            grasp_release_z=cfg.grasp_release_z,
             state_timeout_s=cfg.state_timeout_s,
             max_episode_steps=cfg.max_episode_steps,
             task_sizes=task_sizes(task) if task else None,

@@ -59,6 +59,8 @@ class RobotEnvConfig(NodeConfig):
         max_dpos, max_drot: action scale per unit and step [m, rad] (the sim's).
         workspace_low, workspace_high: (3,) TCP box of the safety filter [m, base frame].
         stiffness: (6,) Cartesian stiffness [N/m x3, Nm/rad x3] sent once; empty: the robot's.
+        grasp_release_z: TCP height [m] above which a held object stays gripped
+            (:mod:`controllers.grasp_hold`); 0: off.
         max_episode_steps: truncation horizon; 0: the sim task's.
         task_state: read the task's object state (``state/cube_pos`` ...) from ``task_state``.
         lockstep: the robot is a sim robot stepping once per equilibrium pose
@@ -77,6 +79,7 @@ class RobotEnvConfig(NodeConfig):
     workspace_low: tuple[float, ...] = DEFAULT_WORKSPACE_LOW
     workspace_high: tuple[float, ...] = DEFAULT_WORKSPACE_HIGH
     stiffness: tuple[float, ...] = ()
+    grasp_release_z: float = 0.0
     max_episode_steps: int = 0
     task_state: bool = True
     lockstep: bool = False
@@ -93,6 +96,8 @@ class RobotEnvConfig(NodeConfig):
                 raise ConfigError(f"{n} must have 3 values [m], got {getattr(self, n)}")
         if self.stiffness and len(self.stiffness) != 6:
             raise ConfigError(f"stiffness must be empty or 6 values, got {self.stiffness}")
+        if not self.grasp_release_z >= 0:
+            raise ConfigError(f"grasp_release_z must be >= 0 [m], got {self.grasp_release_z}")
 
 
 def load_config(
@@ -152,6 +157,7 @@ class RobotBackendEnv(RosRobotEnv):
             workspace_low=cfg.workspace_low,
             workspace_high=cfg.workspace_high,
             stiffness=cfg.stiffness or None,
+            grasp_release_z=cfg.grasp_release_z,
             state_timeout_s=cfg.state_timeout_s,
             max_episode_steps=horizon,
             task_sizes=task_sizes(task) if cfg.task_state else None,
