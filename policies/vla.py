@@ -186,12 +186,17 @@ class PrefixEncoder(nn.Module):
         return tok.reshape(b, t * (h * w + 1), self.dim), points.view(b, t, -1)[:, -1]
 
     def instruction_and_proprio(
-        self, obs: Mapping[str, torch.Tensor], normalizer: Any
+        self, obs: Mapping[str, torch.Tensor], normalizer: Any, word_dropout: float = 0.0
     ) -> torch.Tensor:
-        """(B, 2, D): the mean word embedding of the instruction (padding excluded) and the
-        projected proprioception of the last step (zeros without state keys)."""
+        """(B, 2, D): the mean word embedding of the instruction (padding excluded; each word
+        left out with probability ``word_dropout``, never all) and the projected proprioception
+        of the last step (zeros without state keys)."""
         ids = obs[LANGUAGE_KEY].long()
-        mask = (ids != PAD_ID).float()[..., None]
+        words_in = ids != PAD_ID
+        if word_dropout > 0:
+            kept = words_in & (torch.rand(ids.shape, device=ids.device) >= word_dropout)
+            words_in = torch.where(kept.any(dim=1, keepdim=True), kept, words_in)
+        mask = words_in.float()[..., None]
         words = (self.token_embed(ids) * mask).sum(1) / mask.sum(1).clamp(min=1.0)
         if self.state_proj is None:
             proprio = torch.zeros_like(words)
@@ -320,13 +325,16 @@ class TinyVLA(FlowChainPolicy):
             not depend on the instruction and ``aux_candidates`` candidates for those that do
             (``aux_instructed``), and the instruction's words only choose among the candidates
             (:meth:`choose`: a colour word learnt with one verb names its object with the
-            other).
-            None: ``"keypoints"`` with cameras, else ``"readout"``.
+            other). None: ``"grounded"`` with cameras and instructed entries, ``"keypoints"``
+            with cameras only, else ``"readout"``.
         aux_instructed: the ``aux_dims`` entries that depend on the instruction (the named
             object's); None: those whose name starts with ``state/target_``.
         aux_candidates: the candidates per instructed entry (``aux_input="grounded"``).
         word_dropout: in training, the probability that the grounded head's choice ignores a
             word (never all of them).
+        instruction_dropout: in training, the probability that a word is left out of the
+            expert's instruction token (``expert_input="state"``; the state token names the
+            object, so the expert learns to act on whichever words it gets).
         time_beta, noise_std_bounds, sde_noise_level, stats: as
             :class:`~policies.flow_matching.FlowMatchingPolicy`.
     """
@@ -367,15 +375,22 @@ class TinyVLA(FlowChainPolicy):
         aux_instructed: Sequence[str] | None = None,
         aux_candidates: int = 4,
         word_dropout: float = 0.5,
+        instruction_dropout: float = 0.0,
         stats: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         aux_dims = dict(aux_dims or {})
         # the recipe (docs/vla.md): with privileged state to learn, the expert acts from the
-        # state token through an MLP and the head reads the cameras' keypoints; without, pi0's
-        # readout and transformer expert
+        # state token through an MLP and the head reads the cameras' keypoints, the words only
+        # choosing the named object's entries; without, pi0's readout and transformer expert
         expert_input = expert_input or ("state" if aux_dims else "readout")
         expert = expert or ("mlp" if expert_input == "state" else "transformer")
-        aux_input = aux_input or ("keypoints" if image_keys else "readout")
+        if aux_instructed is None:
+            aux_instructed = [k for k in aux_dims if k.startswith("state/target_")]
+        aux_instructed = list(aux_instructed)
+        if aux_input is None:
+            aux_input = (
+                "readout" if not image_keys else "grounded" if aux_instructed else "keypoints"
+            )
         if aux_input not in AUX_INPUTS:
             raise ValueError(f"aux_input must be one of {AUX_INPUTS}, got {aux_input!r}")
         if expert_input not in EXPERT_INPUTS:
@@ -388,9 +403,6 @@ class TinyVLA(FlowChainPolicy):
             raise ValueError(f"aux_dims {overlap} are also inputs (state_dims)")
         if expert not in EXPERTS:
             raise ValueError(f"expert must be one of {EXPERTS}, got {expert!r}")
-        if aux_instructed is None:
-            aux_instructed = [k for k in aux_dims if k.startswith("state/target_")]
-        aux_instructed = list(aux_instructed)
         unknown = sorted(set(aux_instructed) - set(aux_dims))
         if unknown:
             raise ValueError(f"aux_instructed {unknown} are not in aux_dims {sorted(aux_dims)}")
@@ -449,6 +461,7 @@ class TinyVLA(FlowChainPolicy):
         self.aux_dims, self.aux_weight = aux_dims, float(aux_weight)
         self.aux_input, self.aux_instructed = aux_input, aux_instructed
         self.aux_candidates, self.word_dropout = int(aux_candidates), float(word_dropout)
+        self.instruction_dropout = float(instruction_dropout)
         points_in = len(image_keys) * 2 * keypoints
         aux_in = {"readout": encoder.out_dim, "keypoints": points_in + dim, "grounded": points_in}
         aux_out = sum(aux_dims.values())
@@ -482,7 +495,12 @@ class TinyVLA(FlowChainPolicy):
         aux = torch.mean((self.predict_state(*parts) - target) ** 2)
         # teacher forcing: the expert reads the true state, perturbed
         noisy = target + self.state_token_noise * torch.randn_like(target)
-        cond = self._condition(parts[0], parts[2], noisy)
+        rest = parts[2]
+        if rest is not None and self.instruction_dropout > 0:  # the expert's instruction token
+            rest = self.prefix.instruction_and_proprio(
+                obs, self.normalizer, self.instruction_dropout
+            )
+        cond = self._condition(parts[0], rest, noisy)
         flow, info = self.flow_loss(cond, batch["action"])
         loss = flow + self.aux_weight * aux
         return loss, {**info, "loss": float(loss.detach()), "aux_loss": float(aux.detach())}

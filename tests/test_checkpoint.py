@@ -77,6 +77,12 @@ def test_bad_checkpoints_are_clear_errors(tmp_path):
 GOLDEN = Path(__file__).resolve().parent / "data" / "golden_flow"
 
 
+# float32 kernels differ between CPUs (the same checkpoint gives 1.5e-6 on another machine's
+# BLAS): well below any change to the format or the policy's numerics, which moves actions by
+# orders of magnitude more
+ATOL = 1e-5
+
+
 def _golden_chunk(directory):
     policy, meta = load_policy(directory)
     data = np.load(GOLDEN / "expected.npz")
@@ -91,7 +97,7 @@ def test_the_golden_checkpoint_still_loads_and_predicts_what_it_did():
     to the flow policy's numerics that would break users' checkpoints fails here."""
     assert read_config(GOLDEN / "checkpoint")["format_version"] == FORMAT_VERSION == 1
     chunk, expected, meta = _golden_chunk(GOLDEN / "checkpoint")
-    np.testing.assert_allclose(chunk, expected, atol=1e-6)
+    np.testing.assert_allclose(chunk, expected, atol=ATOL)
     assert meta == {"task": "reach", "execute_horizon": 2}
 
 
@@ -102,7 +108,7 @@ def test_a_checkpoint_without_a_version_is_format_0_and_loads(tmp_path):
     (old / "config.yaml").write_text(text.replace("format_version: 1\n", ""))
     assert "format_version" not in read_config(old)
     chunk, expected, _ = _golden_chunk(old)
-    np.testing.assert_allclose(chunk, expected, atol=1e-6)
+    np.testing.assert_allclose(chunk, expected, atol=ATOL)
 
 
 @pytest.mark.parametrize(

@@ -45,7 +45,10 @@ class DSRLConfig:
     """Hyperparameters of the latent-noise SAC agent.
 
     Attributes:
-        bound: largest |w| per noise dimension (the base was trained on unit Gaussian noise).
+        bound: largest |w| per noise dimension. The base was trained on unit Gaussian noise,
+            whose norm is about sqrt(D); every w with |w_i| <= 1 stays within that norm, while
+            a latent actor that drifts to +-1.5 in every dimension feeds the base noise it has
+            never seen (docs/rl_methods.md: a perfect lift base then fails).
         hidden, layers: width and hidden layers of the actor and critic MLPs.
         ensemble: critic heads E; the target is the min over ``target_heads`` random heads.
         layer_norm: LayerNorm in the actor and critic MLPs.
@@ -58,7 +61,7 @@ class DSRLConfig:
         init_log_std: log std of the untrained actor (0: samples like the base's prior).
     """
 
-    bound: float = 1.5
+    bound: float = 1.0
     hidden: int = 256
     layers: int = 2
     ensemble: int = 2

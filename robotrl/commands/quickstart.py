@@ -291,7 +291,7 @@ VLA_AUX_KEYS = [
     "state/red_pos", "state/green_pos", "state/blue_pos", "state/pad_pos",
     "state/target_pos", "state/target_yaw",
 ]  # fmt: skip
-VLA_POLICY = {"expert_input": "state", "aux_input": "keypoints", "expert": "mlp", "image_shift": 2}
+VLA_POLICY = {"expert_input": "state", "aux_input": "grounded", "expert": "mlp", "image_shift": 2}
 VLA_CAMERAS = ["table", "wrist"]
 
 
