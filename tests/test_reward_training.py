@@ -59,7 +59,7 @@ def test_learns_red_square_vs_blue_square_quickly():
         model,
         train,
         val,
-        RewardTrainConfig(steps=50, batch_size=32, lr=3e-3, eval_every=25),
+        RewardTrainConfig(steps=50, batch_size=32, lr=3e-3, eval_every=25, patience=0),
         log=lambda **r: rows.append(r),
     )
     assert out["best_val_ap"] > 0.95 > before
@@ -71,6 +71,22 @@ def test_learns_red_square_vs_blue_square_quickly():
     assert info["met_target"] and m["accuracy"] > 0.95 and m["precision"] > 0.9
     assert m["recall"] > 0.9
     assert episode_metrics(p, test, thr)["fired_in_failures"] == "0/4"
+
+
+def test_training_stops_early_at_a_perfect_or_stuck_validation_ap():
+    torch.manual_seed(0)
+    train, val = _frames(16, 0), _frames(6, 1)
+    model = RewardClassifier(["images/front"], image_size=(SIZE, SIZE), hidden=32, shift=1)
+    cfg = RewardTrainConfig(steps=400, batch_size=32, lr=3e-3, eval_every=25)
+    out = train_reward_classifier(model, train, val, cfg)
+    assert out["best_val_ap"] == 1.0 and out["steps_run"] == out["best_step"] < 400
+    # a validation AP that cannot be computed (no positives) never improves: 2 more validations
+    blind = _frames(6, 1)
+    blind.labels[:] = 0
+    out = train_reward_classifier(model, train, blind, cfg)
+    assert out["steps_run"] == 2 * 25 and out["best_val_ap"] is None
+    with pytest.raises(ValueError, match="patience"):
+        train_reward_classifier(model, train, val, RewardTrainConfig(patience=-1))
 
 
 def test_head_only_training_leaves_the_encoder_untouched():

@@ -38,6 +38,7 @@ class RewardTrainConfig:
     weight_decay: float = 1e-4  # AdamW
     neg_ratio: float = 2.5  # negatives per positive in each batch (HIL-SERL: 2-3x)
     eval_every: int = 250  # steps between validation scores (best-AP weights are kept)
+    patience: int = 2  # validations without a better AP before stopping (0: never early)
     train_encoder: bool = True  # False: the CNNs stay fixed, only the head learns
     seed: int = 0
 
@@ -84,8 +85,11 @@ def train_reward_classifier(
         model.encoders.requires_grad_(False)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    best_ap, best_state, best_step = -1.0, None, 0
+    if cfg.patience < 0:
+        raise ValueError(f"patience must be >= 0, got {cfg.patience}")
+    best_ap, best_state, best_step, stale = -1.0, None, 0, 0
     t0 = time.perf_counter()
+    step = 0
     for step in range(1, cfg.steps + 1):
         model.train()
         idx = balanced_batch(train.labels, cfg.batch_size, cfg.neg_ratio, rng)
@@ -101,10 +105,15 @@ def train_reward_classifier(
         if val is not None and (step % cfg.eval_every == 0 or step == cfg.steps):
             row["val_ap"] = average_precision(score(model, val), val.labels)
             if row["val_ap"] > best_ap:  # keep the best weights, not the last
-                best_ap, best_step = row["val_ap"], step
+                best_ap, best_step, stale = row["val_ap"], step, 0
                 best_state = copy.deepcopy(model.state_dict())
+            else:
+                stale += 1
         if log is not None and (step % 10 == 0 or "val_ap" in row):
             log(**row)
+        # early stop: a perfect validation AP cannot improve, nor one stuck for `patience`
+        if cfg.patience and "val_ap" in row and (best_ap >= 1.0 or stale >= cfg.patience):
+            break
     if best_state is not None:
         model.load_state_dict(best_state)
     model.freeze()
@@ -112,6 +121,7 @@ def train_reward_classifier(
         "train_s": time.perf_counter() - t0,
         "best_val_ap": best_ap if best_state is not None else None,
         "best_step": best_step if best_state is not None else cfg.steps,
+        "steps_run": step,
     }
 
 

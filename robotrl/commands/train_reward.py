@@ -139,6 +139,7 @@ def run_train_reward(cfg: DictConfig) -> dict[str, Any]:
         lr=cfg.lr,
         neg_ratio=cfg.neg_ratio,
         eval_every=cfg.eval_every,
+        patience=cfg.patience,
         train_encoder=cfg.train_encoder,
         seed=cfg.seed,
     )
