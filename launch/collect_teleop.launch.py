@@ -9,7 +9,7 @@ store. ``use_sim:=true`` also starts the MuJoCo sim robot speaking the same topi
 alone counts ``episodes`` (an episode it had to discard, e.g. one that began before it was up,
 does not count) and the whole launch shuts down when it exits.
 
-    ros2 launch launch/collect_teleop.launch.py device:=spacemouse out:=data/pick task:=lift
+    ros2 launch launch/collect_teleop.launch.py device:=spacemouse out:=data/pick.zarr task:=lift
 """
 
 import os
