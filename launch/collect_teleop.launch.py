@@ -5,9 +5,10 @@ The teleop node reads the device at the control rate and publishes the normalise
 with the operator's success / failure keys; the bridge turns it into safety-filtered
 equilibrium poses for the robot's Cartesian impedance controller; the recorder resamples the
 robot's state and the executed action onto the control grid and commits each episode to the zarr
-store. ``use_sim:=true`` also starts the MuJoCo sim robot speaking the same topics. The recorder
-alone counts ``episodes`` (an episode it had to discard, e.g. one that began before it was up,
-does not count) and the whole launch shuts down when it exits.
+store. ``use_sim:=true`` also starts the MuJoCo sim robot speaking the same topics (and the
+recorder then also records its objects' state, ``state/cube_pos`` ..., as ``robotrl collect``
+does). The recorder alone counts ``episodes`` (an episode it had to discard, e.g. one that
+began before it was up, does not count) and the whole launch shuts down when it exits.
 
     ros2 launch launch/collect_teleop.launch.py device:=spacemouse out:=data/pick.zarr task:=lift
 """
@@ -114,25 +115,35 @@ def generate_launch_description() -> LaunchDescription:
         output="screen",
         condition=IfCondition(arg("use_sim")),
     )
+    recorder_cmd = [
+        "robotrl-recorder-node",
+        *common,
+        "-r",
+        "__node:=robotrl_recorder",
+        "-p",
+        ["out:=", arg("out")],
+        "-p",
+        ["task:=", arg("task")],
+        "-p",
+        ["operator:=", arg("operator")],
+        "-p",
+        ["episodes:=", arg("episodes")],
+        "-p",
+        ["fps:=", arg("control_hz")],
+    ]
     recorder = ExecuteProcess(
-        cmd=[
-            "robotrl-recorder-node",
-            *common,
-            "-r",
-            "__node:=robotrl_recorder",
-            "-p",
-            ["out:=", arg("out")],
-            "-p",
-            ["task:=", arg("task")],
-            "-p",
-            ["operator:=", arg("operator")],
-            "-p",
-            ["episodes:=", arg("episodes")],
-            "-p",
-            ["fps:=", arg("control_hz")],
-        ],
+        cmd=recorder_cmd,
         name="robotrl_recorder",
         output="screen",
+        condition=UnlessCondition(arg("use_sim")),
+    )
+    # in sim the episodes also hold the objects' state (state/cube_pos ...), as the sim's own
+    # `robotrl collect` does: what a policy trained in sim reads, and RL's demo buffer needs
+    recorder_on_sim = ExecuteProcess(
+        cmd=[*recorder_cmd, "-p", "task_state:=true"],
+        name="robotrl_recorder",
+        output="screen",
+        condition=IfCondition(arg("use_sim")),
     )
     sim_robot = ExecuteProcess(
         cmd=[
@@ -159,12 +170,15 @@ def generate_launch_description() -> LaunchDescription:
     )
     # The recorder decides when the session is over: the teleop node keeps resetting episodes
     # until then (it cannot know which of them the recorder had to discard).
-    shutdown = RegisterEventHandler(
-        OnProcessExit(
-            target_action=recorder,
-            on_exit=[EmitEvent(event=Shutdown(reason="the recorder has its episodes"))],
+    shutdown = [
+        RegisterEventHandler(
+            OnProcessExit(
+                target_action=rec,
+                on_exit=[EmitEvent(event=Shutdown(reason="the recorder has its episodes"))],
+            )
         )
-    )
+        for rec in (recorder, recorder_on_sim)
+    ]
     return LaunchDescription(
-        [*args, sim_robot, bridge, teleop, teleop_on_sim, recorder, bag, shutdown]
+        [*args, sim_robot, bridge, teleop, teleop_on_sim, recorder, recorder_on_sim, bag, *shutdown]
     )

@@ -196,6 +196,7 @@ def run_train_reward(cfg: DictConfig) -> dict[str, Any]:
         "test": {"frames": test_frames, "episodes": test_episodes},
         "best_val_ap": fit["best_val_ap"],
         "best_step": fit["best_step"],
+        "steps_run": fit["steps_run"],
         "train_s": fit["train_s"],
         "checkpoint": str(ckpt),
         "plot": str(plot),
