@@ -186,17 +186,12 @@ class PrefixEncoder(nn.Module):
         return tok.reshape(b, t * (h * w + 1), self.dim), points.view(b, t, -1)[:, -1]
 
     def instruction_and_proprio(
-        self, obs: Mapping[str, torch.Tensor], normalizer: Any, word_dropout: float = 0.0
+        self, obs: Mapping[str, torch.Tensor], normalizer: Any
     ) -> torch.Tensor:
-        """(B, 2, D): the mean word embedding of the instruction (padding excluded; each word
-        left out with probability ``word_dropout``, never all) and the projected proprioception
-        of the last step (zeros without state keys)."""
+        """(B, 2, D): the mean word embedding of the instruction (padding excluded) and the
+        projected proprioception of the last step (zeros without state keys)."""
         ids = obs[LANGUAGE_KEY].long()
-        words_in = ids != PAD_ID
-        if word_dropout > 0:
-            kept = words_in & (torch.rand(ids.shape, device=ids.device) >= word_dropout)
-            words_in = torch.where(kept.any(dim=1, keepdim=True), kept, words_in)
-        mask = words_in.float()[..., None]
+        mask = (ids != PAD_ID).float()[..., None]
         words = (self.token_embed(ids) * mask).sum(1) / mask.sum(1).clamp(min=1.0)
         if self.state_proj is None:
             proprio = torch.zeros_like(words)
@@ -332,9 +327,6 @@ class TinyVLA(FlowChainPolicy):
         aux_candidates: the candidates per instructed entry (``aux_input="grounded"``).
         word_dropout: in training, the probability that the grounded head's choice ignores a
             word (never all of them).
-        instruction_dropout: in training, the probability that a word is left out of the
-            expert's instruction token (``expert_input="state"``; the state token names the
-            object, so the expert learns to act on whichever words it gets).
         time_beta, noise_std_bounds, sde_noise_level, stats: as
             :class:`~policies.flow_matching.FlowMatchingPolicy`.
     """
@@ -375,7 +367,6 @@ class TinyVLA(FlowChainPolicy):
         aux_instructed: Sequence[str] | None = None,
         aux_candidates: int = 4,
         word_dropout: float = 0.5,
-        instruction_dropout: float = 0.0,
         stats: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         aux_dims = dict(aux_dims or {})
@@ -461,7 +452,6 @@ class TinyVLA(FlowChainPolicy):
         self.aux_dims, self.aux_weight = aux_dims, float(aux_weight)
         self.aux_input, self.aux_instructed = aux_input, aux_instructed
         self.aux_candidates, self.word_dropout = int(aux_candidates), float(word_dropout)
-        self.instruction_dropout = float(instruction_dropout)
         points_in = len(image_keys) * 2 * keypoints
         aux_in = {"readout": encoder.out_dim, "keypoints": points_in + dim, "grounded": points_in}
         aux_out = sum(aux_dims.values())
@@ -495,12 +485,7 @@ class TinyVLA(FlowChainPolicy):
         aux = torch.mean((self.predict_state(*parts) - target) ** 2)
         # teacher forcing: the expert reads the true state, perturbed
         noisy = target + self.state_token_noise * torch.randn_like(target)
-        rest = parts[2]
-        if rest is not None and self.instruction_dropout > 0:  # the expert's instruction token
-            rest = self.prefix.instruction_and_proprio(
-                obs, self.normalizer, self.instruction_dropout
-            )
-        cond = self._condition(parts[0], rest, noisy)
+        cond = self._condition(parts[0], parts[2], noisy)
         flow, info = self.flow_loss(cond, batch["action"])
         loss = flow + self.aux_weight * aux
         return loss, {**info, "loss": float(loss.detach()), "aux_loss": float(aux.detach())}
