@@ -66,7 +66,7 @@ def test_updates_move_the_latent_policy_towards_the_rewarded_noise():
 def test_steered_policy_plans_from_the_agents_noise():
     base = SteerablePointBase(bias=(0.0, 0.0), noise_gain=0.5)
     feat = StateFeaturizer(["state/pos", "state/goal"], STATE_STATS)
-    agent = DSRLAgent(feat.dim, (4, 2), DSRLConfig(hidden=16), seed=0)
+    agent = DSRLAgent(feat.dim, (4, 2), DSRLConfig(hidden=16, bound=1.5), seed=0)
     with torch.no_grad():
         agent.actor[-1].bias[:8] = 10.0  # mean noise at +bound everywhere
     policy = SteeredPolicy(agent, base, feat, explore=False)
@@ -75,6 +75,7 @@ def test_steered_policy_plans_from_the_agents_noise():
     assert chunk.shape == (2, 4, 2)
     np.testing.assert_allclose(chunk.numpy(), 0.5 * 1.5, atol=1e-4)  # gain * bound
     np.testing.assert_allclose(policy.last_latent, 1.5, atol=1e-4)
+    assert DSRLConfig().bound == 1.0  # the default keeps w within the base's training noise
     assert policy.last_features.shape == (2, 4)
 
 
