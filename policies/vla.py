@@ -495,13 +495,21 @@ class TinyVLA(FlowChainPolicy):
         """The trunk (:class:`PrefixEncoder`), typed."""
         return cast(PrefixEncoder, self.encoder)
 
-    def encode(self, obs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    def encode(
+        self, obs: Mapping[str, torch.Tensor], state: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """The action expert's conditioning: (B, R * D) readout features of the prefix, or with
-        a state token (``expert_input``) the tokens holding the auxiliary head's prediction."""
+        a state token (``expert_input``) the tokens holding the auxiliary head's prediction, or
+        ``state`` (B, A) (normalised ``aux_dims`` entries) instead: an oracle for the
+        perception (``bench/vla_oracle.py``)."""
         if self.state_token is None:
+            if state is not None:
+                raise ValueError("this VLA has no state token to hold a given state")
             return self.encoder(obs, self.normalizer)
         parts = self._parts(obs)
-        return self._condition(parts[0], parts[2], self.predict_state(*parts))
+        return self._condition(
+            parts[0], parts[2], self.predict_state(*parts) if state is None else state
+        )
 
     def _parts(
         self, obs: Mapping[str, torch.Tensor]

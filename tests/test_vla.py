@@ -346,3 +346,17 @@ def test_grounded_head_needs_instructed_entries():
         _policy(aux_dims={"state/obj": 3}, stats=AUX_STATS, aux_input="grounded")
     with pytest.raises(ValueError, match="not in aux_dims"):
         _policy(aux_dims={"state/obj": 3}, stats=AUX_STATS, aux_instructed=["state/other"])
+
+
+def test_encode_with_a_given_state_is_the_oracle_of_the_perception(one_thread):
+    """encode(obs, state=...) puts the given normalised state in the state token instead of the
+    auxiliary head's estimate (bench/vla_oracle.py)."""
+    p = _policy(aux_dims={"state/obj": 3}, stats=AUX_STATS, expert_input="state").eval()
+    obs = _obs(p, ["go left", "go right"])
+    truth = torch.full((2, 3), 0.3)
+    with torch.no_grad():
+        cond = p.encode(obs, state=truth)
+        torch.testing.assert_close(cond[:, :32], p.state_token(truth))
+        assert not torch.allclose(cond, p.encode(obs))
+    with pytest.raises(ValueError, match="no state token"):
+        _policy().encode(obs, state=truth)
