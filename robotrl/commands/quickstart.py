@@ -1,5 +1,5 @@
 """``robotrl quickstart``: the whole recipe on one CPU machine, in minutes (``recipe=vla``: the
-language-conditioned VLA's journey, about 30 min on 2 cores; :func:`run_vla_recipe`).
+language-conditioned VLA's journey, docs/vla.md; :func:`run_vla_recipe`).
 
 1. the task's scripted expert is checked (``robotrl experts``);
 2. expert demos are collected (``robotrl collect device=expert``) and copied with a constant
