@@ -63,7 +63,7 @@ class GraspHold:
         """As an action stage (:class:`controllers.commander.ActionStage`): raise the gripper
         entry ``action[6]`` in place while a held object is above ``release_z``."""
         command = self(float(action[6]), opening, float(ee_pos[2]))
-        held = command != action[6]
+        held = bool(command != action[6])
         action[6] = command
         return {"grasp_hold": held}
 

@@ -115,35 +115,29 @@ def generate_launch_description() -> LaunchDescription:
         output="screen",
         condition=IfCondition(arg("use_sim")),
     )
-    recorder_cmd = [
-        "robotrl-recorder-node",
-        *common,
-        "-r",
-        "__node:=robotrl_recorder",
-        "-p",
-        ["out:=", arg("out")],
-        "-p",
-        ["task:=", arg("task")],
-        "-p",
-        ["operator:=", arg("operator")],
-        "-p",
-        ["episodes:=", arg("episodes")],
-        "-p",
-        ["fps:=", arg("control_hz")],
-    ]
-    recorder = ExecuteProcess(
-        cmd=recorder_cmd,
-        name="robotrl_recorder",
-        output="screen",
-        condition=UnlessCondition(arg("use_sim")),
-    )
     # in sim the episodes also hold the objects' state (state/cube_pos ...), as the sim's own
     # `robotrl collect` does: what a policy trained in sim reads, and RL's demo buffer needs
-    recorder_on_sim = ExecuteProcess(
-        cmd=[*recorder_cmd, "-p", "task_state:=true"],
+    recorder = ExecuteProcess(
+        cmd=[
+            "robotrl-recorder-node",
+            *common,
+            "-r",
+            "__node:=robotrl_recorder",
+            "-p",
+            ["out:=", arg("out")],
+            "-p",
+            ["task:=", arg("task")],
+            "-p",
+            ["operator:=", arg("operator")],
+            "-p",
+            ["episodes:=", arg("episodes")],
+            "-p",
+            ["fps:=", arg("control_hz")],
+            "-p",
+            ["task_state:=", arg("use_sim")],
+        ],
         name="robotrl_recorder",
         output="screen",
-        condition=IfCondition(arg("use_sim")),
     )
     sim_robot = ExecuteProcess(
         cmd=[
@@ -170,15 +164,12 @@ def generate_launch_description() -> LaunchDescription:
     )
     # The recorder decides when the session is over: the teleop node keeps resetting episodes
     # until then (it cannot know which of them the recorder had to discard).
-    shutdown = [
-        RegisterEventHandler(
-            OnProcessExit(
-                target_action=rec,
-                on_exit=[EmitEvent(event=Shutdown(reason="the recorder has its episodes"))],
-            )
+    shutdown = RegisterEventHandler(
+        OnProcessExit(
+            target_action=recorder,
+            on_exit=[EmitEvent(event=Shutdown(reason="the recorder has its episodes"))],
         )
-        for rec in (recorder, recorder_on_sim)
-    ]
+    )
     return LaunchDescription(
-        [*args, sim_robot, bridge, teleop, teleop_on_sim, recorder, recorder_on_sim, bag, *shutdown]
+        [*args, sim_robot, bridge, teleop, teleop_on_sim, recorder, bag, shutdown]
     )

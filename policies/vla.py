@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from itertools import accumulate
 from typing import Any, cast
 
 import torch
@@ -458,6 +459,13 @@ class TinyVLA(FlowChainPolicy):
         if aux_input == "grounded":  # the free entries, then the instructed ones' candidates
             instructed = sum(aux_dims[k] for k in aux_instructed)
             aux_out += (self.aux_candidates - 1) * instructed
+        # the grounded head's output columns [free entries | chosen instructed entries] in
+        # aux_dims order, and where the candidates start
+        free = [k for k in aux_dims if k not in aux_instructed]
+        keys = [*free, *aux_instructed]
+        start = dict(zip(keys, accumulate((aux_dims[k] for k in keys), initial=0), strict=False))
+        self._aux_order = [start[k] + i for k in aux_dims for i in range(aux_dims[k])]
+        self._n_free = sum(aux_dims[k] for k in free)
         self.aux_head = (
             nn.Sequential(nn.Linear(aux_in[aux_input], 256), nn.SiLU(), nn.Linear(256, aux_out))
             if aux_dims
@@ -577,16 +585,9 @@ class TinyVLA(FlowChainPolicy):
             return self.aux_head(torch.cat([points, rest[:, 0]], dim=-1))
         assert choice is not None
         out = self.aux_head(points)
-        free = [k for k in self.aux_dims if k not in self.aux_instructed]
-        n_free = sum(self.aux_dims[k] for k in free)
-        candidates = out[:, n_free:].reshape(out.shape[0], self.aux_candidates, -1)
+        candidates = out[:, self._n_free :].reshape(out.shape[0], self.aux_candidates, -1)
         chosen = torch.einsum("bc,bcd->bd", choice, candidates)  # (B, instructed dims)
-        keys = free + self.aux_instructed
-        sizes = [self.aux_dims[k] for k in keys]
-        entries = dict(
-            zip(keys, torch.cat([out[:, :n_free], chosen], -1).split(sizes, -1), strict=True)
-        )
-        return torch.cat([entries[k] for k in self.aux_dims], dim=-1)
+        return torch.cat([out[:, : self._n_free], chosen], dim=-1)[:, self._aux_order]
 
     def _condition(
         self, readout: torch.Tensor, rest: torch.Tensor | None, state: torch.Tensor

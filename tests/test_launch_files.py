@@ -377,12 +377,10 @@ def test_collect_session_ends_when_the_recorder_has_its_episodes() -> None:
     real = dict(_processes(path, {"episodes": "3"}))
     assert not RecorderConfig.from_args(real["robotrl_recorder"][1:])[0].task_state
     handlers = [e.args[0] for e in ld.entities if isinstance(e, RegisterEventHandler)]
-    on_exits = [h for h in handlers if isinstance(h, OnProcessExit)]
-    assert len(on_exits) == 2  # one per recorder variant; one of them starts
-    for on_exit in on_exits:
-        assert on_exit.kwargs["target_action"].kwargs["name"] == "robotrl_recorder"
-        (emit,) = on_exit.kwargs["on_exit"]
-        assert isinstance(emit, EmitEvent) and isinstance(emit.kwargs["event"], Shutdown)
+    (on_exit,) = [h for h in handlers if isinstance(h, OnProcessExit)]
+    assert on_exit.kwargs["target_action"].kwargs["name"] == "robotrl_recorder"
+    (emit,) = on_exit.kwargs["on_exit"]
+    assert isinstance(emit, EmitEvent) and isinstance(emit.kwargs["event"], Shutdown)
 
 
 def test_unknown_parameter_is_rejected_listing_valid_keys(tmp_path: Path) -> None:

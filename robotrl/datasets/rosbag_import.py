@@ -130,6 +130,10 @@ def _vec6(a: Any, b: Any) -> np.ndarray:
 
 
 def _joint_fields(topics: BagTopics) -> Callable[[Any], dict[str, np.ndarray]]:
+    # the fingers are joints of this message unless they have their own topic
+    separate = topics.gripper_joint_states or not topics.gripper_joints
+    fingers = None if separate else _finger_opening(topics)
+
     def convert(msg: Any) -> dict[str, np.ndarray]:
         names = list(msg.name)
         try:
@@ -143,8 +147,8 @@ def _joint_fields(topics: BagTopics) -> Callable[[Any], dict[str, np.ndarray]]:
         out["state/joint_vel"] = (vel[arm] if len(vel) == len(names) else 0 * pos[arm]).astype(
             np.float32
         )
-        if topics.gripper_joints and not topics.gripper_joint_states:
-            out.update(_finger_opening(topics)(msg))
+        if fingers is not None:
+            out.update(fingers(msg))
         return out
 
     return convert
