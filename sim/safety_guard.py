@@ -34,17 +34,10 @@ import numpy as np
 
 from controllers.constraint_cost import CONSTRAINTS, ConstraintCost
 from controllers.grasp_hold import GraspHold
-from controllers.reflex import (
-    BRAKE_TIME,
-    CONTACT_FORCE,
-    PASS,
-    RECOVER,
-    Reflex,
-    RiskMLP,
-)
+from controllers.reflex import BRAKE_TIME, Reflex, RiskMLP
+from controllers.reflex_stage import FEATURES, ReflexStage, robot_features
 
 MODES = ("monitor", "reflex")
-FEATURES = (("ee_pos", 3), ("ee_vel", 3), ("force", 3), ("gripper", 1))
 REFLEX_HZ = 500.0  # every physics tick
 # Objects that start in the hand and stay there: their contacts count as the robot's. A cube
 # the gripper squeezes on the table does not count (the squeeze loads the cube-table contact
@@ -122,6 +115,7 @@ class SafetyGuard:
         held = [m.body(n).id for n in HELD_OBJECTS.get(env.task.name, ())]
         self._robot = (m.body_rootid[body] == robot_root) | np.isin(body, held)
         self.reflex: Reflex | None = None
+        self.stage: ReflexStage | None = None
         self.ticks_per_eval = 1
         if mode == "reflex":
             if critic is None:
@@ -147,6 +141,7 @@ class SafetyGuard:
                 brake_time=brake_time,
                 slow_in_contact=slow_in_contact,
             )
+            self.stage = ReflexStage(self.reflex, env.controller)
             ticks = env.n_substeps * env.control_hz / reflex_hz
             if ticks < 1 or abs(ticks - round(ticks)) > 1e-6:
                 raise ValueError(f"reflex_hz must divide the physics rate, got {reflex_hz}")
@@ -162,9 +157,6 @@ class SafetyGuard:
             if mode != "reflex":
                 raise ValueError("grasp_release_z acts on commands: it needs safety='reflex'")
             self.grasp = GraspHold(float(grasp_release_z))
-        self._cmd = np.zeros(7)
-        self._held = np.zeros(7)  # the target action the reflex substituted this step
-        self._nominal_k: np.ndarray | None = None  # stiffness before the reflex lowered it
         self._feat_start = np.zeros_like(self._feat)
         self._exec_first = np.zeros(7)
         self._mid_step = False
@@ -183,11 +175,11 @@ class SafetyGuard:
     def features(self) -> np.ndarray:
         """(O,) reflex features of the current state (an internal buffer)."""
         env, d, f = self.env, self.env.data, self._feat
-        f[0:3] = d.site_xpos[self._tcp]
         mujoco.mj_objectVelocity(env.model, d, mujoco.mjtObj.mjOBJ_SITE, self._tcp, self._vel6, 0)
-        f[3:6] = self._vel6[3:]  # linear part, world frame
-        f[6:9] = env.external_wrench()[:3]
-        f[9] = env.gripper_opening()
+        robot_features(  # velocity: the linear part, world frame
+            f, d.site_xpos[self._tcp], self._vel6[3:], env.external_wrench()[:3],
+            env.gripper_opening(),
+        )  # fmt: skip
         if self.task_keys:
             obs = env.task.observe(d)
             i = 10
@@ -215,8 +207,8 @@ class SafetyGuard:
     # ------------------------------------------------------------------ episode / step
     def reset(self) -> None:
         """Episode start (after the env's reset): features of the initial state."""
-        if self.reflex is not None:
-            self.reflex.level = PASS
+        if self.stage is not None:
+            self.stage.reset()
         np.copyto(self._feat_start, self.features())
 
     def run(self, action: np.ndarray | None, flags: dict[str, Any]) -> None:
@@ -227,40 +219,25 @@ class SafetyGuard:
         m, d = env.model, env.data
         flags.setdefault("grasp_hold", False)  # the grasp hold ran in the env's commander
         self.counts["grasp_holds"] += int(flags["grasp_hold"])
+        stage = self.stage
+        if stage is not None:
+            stage.begin(action)
         if action is None:
-            self._cmd[:] = 0.0
+            self._exec_first[:] = 0.0
         else:
-            np.copyto(self._cmd, action)
-        np.copyto(self._exec_first, self._cmd)
+            np.copyto(self._exec_first, action)
         self._mid_step = False
-        step_cost, force_max, risk_max, reflex_ticks = 0, 0.0, 0.0, 0
+        step_cost, force_max = 0, 0.0
         fired = dict.fromkeys(CONSTRAINTS, False)
-        held = PASS  # how the reflex replaced this step's target (PASS: it did not)
-        reflex = self.reflex
         for tick in range(env.n_substeps):
-            if reflex is not None and tick % self.ticks_per_eval == 0:
-                feats = self.features()
-                # a recovery target is re-checked as the command; a slowed one is not (the
-                # policy's command decides whether to slow further or recover)
-                cmd = self._held if held == RECOVER else self._cmd
-                reflex.tick(feats, cmd, feats[6:9], feats[3:6])
-                if reflex.level != PASS:
-                    reflex_ticks += 1
-                    if reflex.level > held:
-                        self._retarget(reflex.action, flags)
-                        held = reflex.level
-                        np.copyto(self._held, reflex.action)
-                        if tick == 0:
-                            np.copyto(self._exec_first, reflex.action)
-                        else:
-                            self._mid_step = True
-                    if reflex.soften:
-                        self._lower_stiffness()
-                elif tick == 0 and float(np.linalg.norm(feats[6:9])) < CONTACT_FORCE:
-                    # nominal stiffness back only out of contact: snapping it back while
-                    # pressed against something turns the held spring error into a force jump
-                    self._restore_stiffness()
-                risk_max = max(risk_max, reflex.risk)
+            if stage is not None and tick % self.ticks_per_eval == 0:
+                replacement = stage.tick(self.features())
+                if replacement is not None:
+                    self._retarget(replacement, flags)
+                    if tick == 0:
+                        np.copyto(self._exec_first, replacement)
+                    else:
+                        self._mid_step = True
             env.physics_tick(flags)
             force = self.contact_force()
             step_cost |= self.cost.check(d.site_xpos[self._tcp], force, env.joint_positions())
@@ -274,16 +251,14 @@ class SafetyGuard:
         for k, v in fired.items():
             c[f"violation_{k}"] += int(v)
             flags[f"violation_{k}"] = v
-        c["reflex_steps"] += int(reflex_ticks > 0)
-        c["reflex_ticks"] += reflex_ticks
-        flags.update(
-            cost=step_cost,
-            force_max=force_max,
-            reflex=reflex_ticks > 0,
-            reflex_ticks=reflex_ticks,
-            risk=risk_max,
-            stiffness_lowered=self._nominal_k is not None,
+        reflex = (
+            stage.flags()
+            if stage is not None
+            else {"reflex": False, "reflex_ticks": 0, "risk": 0.0, "stiffness_lowered": False}
         )
+        c["reflex_steps"] += int(reflex["reflex"])
+        c["reflex_ticks"] += int(reflex["reflex_ticks"])
+        flags.update(cost=step_cost, force_max=force_max, **reflex)
 
     def finish(self, info: dict[str, Any], done: bool) -> None:
         """After the env has its ``info``: attach the end features, report the transition."""
@@ -313,14 +288,5 @@ class SafetyGuard:
 
     def release(self) -> None:
         """Give the controller back the stiffness the reflex lowered (if it did)."""
-        self._restore_stiffness()
-
-    def _lower_stiffness(self) -> None:
-        if self._nominal_k is None and self.reflex is not None:
-            self._nominal_k = np.array(self.env.controller.stiffness)
-            self.env.controller.set_stiffness(self._nominal_k * self.reflex.stiffness_scale)
-
-    def _restore_stiffness(self) -> None:
-        if self._nominal_k is not None:
-            self.env.controller.set_stiffness(self._nominal_k)
-            self._nominal_k = None
+        if self.stage is not None:
+            self.stage.release()

@@ -125,3 +125,46 @@ def test_kill_holds_within_50_ms_and_restart_resumes() -> None:
         thread.join(timeout=5)
         bridge_tr.close()
         policy_tr.close()
+
+
+def test_the_bridge_reflex_checks_actions_and_rechecks_between_them(tmp_path) -> None:
+    from reflex_weights import pushing_down_low_critic
+
+    from hardware.ros2.observation import state_messages
+
+    critic = tmp_path / "risk.npz"
+    np.savez(critic, **pushing_down_low_critic(z_limit=0.15))
+    bus = FakeTransport()
+    # lockstep: no reflex thread, the test ticks it
+    node = BridgeNode(BridgeConfig(profile="sim", lockstep=True, safety_critic=str(critic)), bus)
+    pubs: dict = {}
+
+    def publish_state(z: float, t_ns: int) -> None:
+        obs = {
+            "state/joint_pos": np.zeros(7),
+            "state/joint_vel": np.zeros(7),
+            "state/ee_pos": np.array([0.5, 0.0, z]),
+            "state/ee_quat": np.array([0.0, 1.0, 0.0, 0.0]),
+            "state/ee_twist": np.zeros(6),
+            "state/wrench": np.zeros(6),
+            "state/gripper": np.array([0.04]),
+        }
+        for topic, msg in state_messages(obs, t_ns, SIM).items():
+            pubs.setdefault(topic, bus.publisher(topic, type(msg))).publish(msg)
+
+    try:
+        down = np.array([0.0, 0.0, -1.0, 0.0, 0.0, 0.0, 1.0])
+        assert node.reflex_tick() is False  # nothing commanded yet
+        publish_state(0.16, 1)
+        assert node.apply(down) and node.stats.reflex_steps == 0
+        assert node.reflex_tick() and node.stats.reflex_ticks == 0  # checked: still safe
+        publish_state(0.12, 2)  # the arm went on down: the last command is risky now
+        node.reflex_tick()
+        assert (node.stats.reflex_steps, node.stats.reflex_ticks) == (1, 1)
+        pose = bus.sent[SIM.equilibrium_pose][-1].pose.position
+        assert pose.z == pytest.approx(0.12)  # held where it is
+        assert node.apply(down) and (node.stats.reflex_steps, node.stats.reflex_ticks) == (2, 2)
+    finally:
+        node.close()
+    with pytest.raises(ConfigError, match="safety_threshold"):
+        BridgeConfig(profile="sim", safety_threshold=1.5).validate()

@@ -160,3 +160,91 @@ def test_watchdog_holds_with_the_stale_topic_and_resumes() -> None:
     assert not dog.held and resumes == [1, 1] and bus.sent[STATUS_TOPIC][-1].data == "ok"
     assert dog.state.events[-1].end == clock.t / 1e9
     dog.close()
+
+
+# ------------------------------------------------------------------ the reflex on the robot
+def _critic(tmp_path, names=("ee_pos", "ee_vel", "force", "gripper")) -> str:
+    from reflex_weights import pushing_down_low_critic
+
+    w = pushing_down_low_critic()
+    w["feature_names"] = np.array(list(names))
+    path = tmp_path / "risk.npz"
+    np.savez(path, **w)
+    return str(path)
+
+
+def _features(z: float, force: float = 0.0) -> np.ndarray:
+    from hardware.ros2.pose_commander import ReflexFeatures
+
+    obs = {
+        "state/ee_pos": np.array([0.5, 0.0, z]),
+        "state/ee_twist": np.zeros(6),
+        "state/wrench": np.array([0.0, 0.0, force, 0.0, 0.0, 0.0]),
+        "state/gripper": np.array([0.04]),
+    }
+    return ReflexFeatures()(obs, 0).copy()
+
+
+def test_the_reflex_replaces_a_risky_command_before_it_is_sent(tmp_path) -> None:
+    bus = FakeTransport()
+    k = (600.0, 600.0, 600.0, 30.0, 30.0, 30.0)
+    cmd = PoseCommander(bus, SIM, safety_critic=_critic(tmp_path), stiffness=k)
+    down = np.array([0.0, 0.0, -1.0, 0.0, 0.0, 0.0, 1.0])
+    high, low = np.array([0.5, 0.0, 0.16]), np.array([0.5, 0.0, 0.13])
+    flags = cmd.apply(down, high, DOWN_QUAT, features=_features(0.16))
+    assert not flags["reflex"]
+    np.testing.assert_allclose(_pose_of(bus.sent[SIM.equilibrium_pose][-1])[0], high - [0, 0, 0.02])
+    flags = cmd.apply(down, low, DOWN_QUAT, features=_features(0.13, force=8.0))
+    assert flags["reflex"] and flags["risk"] > 0.3 and flags["stiffness_lowered"]
+    np.testing.assert_allclose(_pose_of(bus.sent[SIM.equilibrium_pose][-1])[0], low)  # held
+    assert bus.sent[SIM.impedance_params][-1].data == pytest.approx([0.25 * x for x in k])
+    # the next command starts out of contact and passes: the nominal stiffness returns
+    up = np.array([0.0, 0.0, 0.5, 0.0, 0.0, 0.0, 1.0])
+    flags = cmd.apply(up, low, DOWN_QUAT, features=_features(0.13))
+    assert not flags["reflex"] and bus.sent[SIM.impedance_params][-1].data == list(k)
+    with pytest.raises(ValueError, match="features"):
+        cmd.apply(up, low, DOWN_QUAT)
+
+
+def test_the_reflex_rechecks_the_last_command_between_commands(tmp_path) -> None:
+    bus = FakeTransport()
+    cmd = PoseCommander(bus, SIM, safety_critic=_critic(tmp_path))
+    down = np.array([0.0, 0.0, -1.0, 0.0, 0.0, 0.0, 1.0])
+    assert cmd.reflex_tick(_features(0.10), np.array([0.5, 0, 0.1]), DOWN_QUAT) == {}  # none yet
+    cmd.apply(down, np.array([0.5, 0.0, 0.16]), DOWN_QUAT, features=_features(0.16))
+    sent = len(bus.sent[SIM.equilibrium_pose])
+    flags = cmd.reflex_tick(_features(0.16), np.array([0.5, 0, 0.16]), DOWN_QUAT)
+    assert not flags["reflex"] and len(bus.sent[SIM.equilibrium_pose]) == sent  # still safe
+    low = np.array([0.5, 0.0, 0.12])  # the arm went on down: the same command is now risky
+    flags = cmd.reflex_tick(_features(0.12), low, DOWN_QUAT)
+    assert flags["reflex"] and flags["reflex_ticks"] == 1
+    np.testing.assert_allclose(_pose_of(bus.sent[SIM.equilibrium_pose][-1])[0], low)
+    assert cmd.reflex_tick(_features(0.12), low, DOWN_QUAT)["reflex_ticks"] == 1  # no re-send
+
+
+def test_a_critic_reading_task_state_is_refused_on_the_robot(tmp_path) -> None:
+    path = _critic(tmp_path, ("ee_pos", "ee_vel", "force", "gripper", "task/hole_pos"))
+    with pytest.raises(ValueError, match="task_keys"):
+        PoseCommander(FakeTransport(), SIM, safety_critic=path)
+
+
+def test_robot_features_equal_the_sim_guards_and_velocity_falls_back_to_differences() -> None:
+    import sim
+    from hardware.ros2.pose_commander import ReflexFeatures
+
+    env = sim.make("reach", safety="monitor")
+    env.reset(seed=0)
+    read = ReflexFeatures()
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        obs = env.step(rng.uniform(-1, 1, 7).astype(np.float32))[0]
+        # what the robot publishes (float32 state) gives what the sim reflex reads
+        np.testing.assert_allclose(read(obs, 0), env.guard.features(), atol=1e-5)
+    env.close()
+    fd = ReflexFeatures()  # a profile without a twist topic: finite differences of the pose
+    base = {"state/wrench": np.zeros(6), "state/gripper": np.array([0.0])}
+    fd({**base, "state/ee_pos": np.array([0.5, 0.0, 0.3])}, 1_000_000_000)
+    f = fd({**base, "state/ee_pos": np.array([0.5, 0.01, 0.3])}, 1_050_000_000)
+    np.testing.assert_allclose(f[3:6], [0.0, 0.2, 0.0], atol=1e-9)
+    with pytest.raises(KeyError, match="state/wrench"):
+        fd({"state/ee_pos": np.zeros(3), "state/gripper": np.zeros(1)}, 0)

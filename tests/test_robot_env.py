@@ -319,3 +319,44 @@ def test_lockstep_command_path_reproduces_the_in_process_env() -> None:
         node.close()
         thread.join(timeout=5)
         env.close()
+
+
+def test_the_reflex_acts_over_ros_as_in_the_sim_env(tmp_path) -> None:
+    """The same risk critic through the ROS command path (lockstep sim robot) and in the MuJoCo
+    env evaluated once per step (reflex_hz = control_hz): the same vetoes, the same path; and
+    it stops an arm that pushes down below the critic's limit height."""
+    from reflex_weights import pushing_down_low_critic
+
+    critic = tmp_path / "risk.npz"
+    np.savez(critic, **pushing_down_low_critic(z_limit=0.15))
+    bus = FakeTransport()
+    cfg = SimRobotConfig(profile="sim", task="reach", lockstep=True, lockstep_on="equilibrium_pose")
+    node = SimRobotNode(cfg, bus)
+    thread = threading.Thread(target=node.run, daemon=True)
+    thread.start()
+    env = RosRobotEnv(
+        bus, SIM, task_sizes=task_sizes("reach"), lockstep=True, safety_critic=str(critic)
+    )
+    ref = sim.make(
+        "reach", safety="reflex", safety_kwargs={"critic": str(critic), "reflex_hz": 20.0}
+    )
+    try:
+        env.reset(seed=3)
+        ref.reset(seed=3)
+        down = np.array([0.1, 0.0, -1.0, 0.0, 0.0, 0.0, 1.0])
+        vetoes = []
+        for _ in range(50):
+            obs, *_, info = env.step(down)
+            ref_obs, *_, ref_info = ref.step(down)
+            assert info["safety"]["reflex"] == ref_info["safety"]["reflex"]
+            np.testing.assert_allclose(obs["state/ee_pos"], ref_obs["state/ee_pos"], atol=1e-5)
+            vetoes.append(info["safety"]["reflex"])
+        assert any(vetoes)
+        assert obs["state/ee_pos"][2] > 0.12  # held above the limit, not on the table
+    finally:
+        node.close()
+        thread.join(timeout=5)
+        env.close()
+        ref.close()
+    with pytest.raises(ValueError, match="bridge"):
+        RosRobotEnv(FakeTransport(), SIM, command="action", safety_critic=str(critic))

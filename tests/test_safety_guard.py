@@ -71,9 +71,10 @@ def test_stiffness_lowered_only_in_contact_and_restored(critic_path) -> None:
         info = env.step(RAM)[4]
     assert not info["safety"]["stiffness_lowered"]
     # in contact (a wall of force measured by the reflex): stiffness drops to 25 %
-    g.reflex.tick(g.features(), RAM, np.array([0.0, 0.0, 20.0]))
-    assert g.reflex.soften
-    g._lower_stiffness()
+    pressed = g.features().copy()
+    pressed[6:9] = [0.0, 0.0, 20.0]
+    g.stage.begin(RAM)
+    assert g.stage.tick(pressed) is not None and g.reflex.soften
     np.testing.assert_allclose(env.controller.stiffness, 0.25 * nominal)
     # safe commands: restored at the first one that starts with the wrist force below 5 N
     # (braking shows up in the F/T reading as inertial force for a step or two)
@@ -82,7 +83,9 @@ def test_stiffness_lowered_only_in_contact_and_restored(critic_path) -> None:
         if env.controller.stiffness[0] == nominal[0]:
             break
     np.testing.assert_allclose(env.controller.stiffness, nominal)
-    g._lower_stiffness()
+    g.stage.begin(RAM)
+    g.stage.tick(pressed)
+    assert g.stage.stiffness_lowered
     env.reset(seed=1)  # and at every reset
     np.testing.assert_allclose(env.controller.stiffness, nominal)
     env.close()

@@ -10,6 +10,12 @@ reason is logged and published on ``/robotrl/bridge/status``; fresh state again 
 the measured pose. A ``reset`` message re-synchronises the filter (the arm moves to its reset
 pose). No torch: the bridge keeps its loop free of inference.
 
+With ``safety_critic``, the safety reflex (:class:`controllers.reflex_stage.ReflexStage`, the
+stage the sim runs at its physics rate) checks every action at the measured features before it
+is sent, and re-checks the last command ``reflex_hz`` times a second until the next action: a
+risky command is slowed or replaced by a recovery target, and in contact the stiffness drops.
+The bridge prints how often (``reflex_steps``, ``reflex_ticks``) on exit.
+
 Only ``command: equilibrium_pose`` (a Cartesian impedance controller robot-side) is served; the
 ``joint_torque`` mode (our impedance controller in the bridge) is not implemented yet.
 """
@@ -31,7 +37,7 @@ import numpy as np
 from hardware.ros2 import messages as m
 from hardware.ros2.config import BridgeConfig, ConfigError
 from hardware.ros2.observation import StateCache
-from hardware.ros2.pose_commander import PoseCommander, StateWatchdog
+from hardware.ros2.pose_commander import PoseCommander, ReflexFeatures, StateWatchdog
 from hardware.ros2.robot_env import LOCKSTEP_TIMEOUT_S
 from hardware.ros2.transport import SENSOR_QOS, Transport
 
@@ -47,6 +53,8 @@ class BridgeStats:
     refused: int = 0
     resets: int = 0
     holds: int = 0
+    reflex_steps: int = 0  # actions the reflex slowed or replaced (at once or later)
+    reflex_ticks: int = 0  # reflex evaluations that slowed or replaced the command
     hold_reasons: list[str] = field(default_factory=list)
     stopped_by: str = ""
 
@@ -79,7 +87,14 @@ class BridgeNode:
             workspace_high=cfg.workspace_high,
             stiffness=cfg.stiffness or None,
             grasp_release_z=cfg.grasp_release_z,
+            safety_critic=cfg.safety_critic or None,
+            safety_threshold=cfg.safety_threshold or None,
         )
+        self.features = ReflexFeatures()
+        self._reflex_counted = False  # this action's reflex already counted in the stats
+        self._step_ticks = 0  # reflex ticks of this action counted so far
+        self._reflex_failed = False  # the reflex thread raised: every action is refused
+        self._reflex_lock = threading.Lock()  # features and counts: action vs reflex thread
         # a lockstep sim robot publishes state only when commanded: bound its answer instead
         self.watchdog = StateWatchdog(
             self.cache,
@@ -94,6 +109,12 @@ class BridgeNode:
         p = self.profile
         self._subs.append(transport.subscribe(p.action, m.Float64MultiArray, self._on_action))
         self._subs.append(transport.subscribe(p.reset, m.Float64MultiArray, self._on_reset))
+        self._reflex_thread: threading.Thread | None = None
+        if self.commander.reflex is not None and not cfg.lockstep:  # lockstep: per action
+            self._reflex_thread = threading.Thread(
+                target=self._reflex_loop, name="bridge-reflex", daemon=True
+            )
+            self._reflex_thread.start()
 
     def _on_action(self, msg: m.Float64MultiArray) -> None:
         a = np.asarray(msg.data, dtype=float)
@@ -109,6 +130,7 @@ class BridgeNode:
     def _on_reset(self, msg: m.Float64MultiArray) -> None:
         self.stats.resets += 1
         self.commander.resync()
+        self.features.reset()
 
     def _on_hold(self, reason: str) -> None:
         self.stats.holds += 1
@@ -116,8 +138,9 @@ class BridgeNode:
         self.commander.hold()
 
     def apply(self, action: np.ndarray) -> bool:
-        """Apply one action now (False when the watchdog refuses it)."""
-        if self.watchdog.check():  # synchronous: the watchdog thread may lag behind
+        """Apply one action now (False when the watchdog or a failed reflex refuses it)."""
+        # synchronous: the watchdog thread may lag behind
+        if self._reflex_failed or self.watchdog.check():
             self.stats.refused += 1
             return False
         if self.watchdog.held:  # fresh again before the watchdog thread noticed
@@ -132,9 +155,56 @@ class BridgeNode:
             return False
         obs, _ = latest
         opening = float(obs["state/gripper"][0]) if "state/gripper" in obs else None
-        self.commander.apply(action, obs["state/ee_pos"], obs["state/ee_quat"], opening)
-        self.stats.applied += 1
+        with self._reflex_lock:
+            features = None
+            if self.commander.reflex is not None:
+                features = self.features(obs, self.cache.newest_stamp())
+            flags = self.commander.apply(
+                action, obs["state/ee_pos"], obs["state/ee_quat"], opening, features
+            )
+            self.stats.applied += 1
+            self._reflex_counted = False
+            self._count_reflex(flags)
         return True
+
+    def reflex_tick(self) -> bool:
+        """Re-check the last command at the newest state (the reflex thread's tick). Returns
+        whether a check ran (not without a reflex, during a hold or before the first action)."""
+        if self.commander.reflex is None or self.watchdog.check():
+            return False
+        latest = self.cache.latest()
+        if latest is None:
+            return False
+        obs, _ = latest
+        with self._reflex_lock:
+            features = self.features(obs, self.cache.newest_stamp())
+            flags = self.commander.reflex_tick(features, obs["state/ee_pos"], obs["state/ee_quat"])
+            self._count_reflex(flags, between=True)
+        return bool(flags)
+
+    def _count_reflex(self, flags: dict[str, Any], between: bool = False) -> None:
+        ticks = int(flags.get("reflex_ticks", 0))
+        # between actions, the step's count grew by one when this tick intervened
+        if ticks > (self._step_ticks if between else 0):
+            self.stats.reflex_ticks += ticks - (self._step_ticks if between else 0)
+        self._step_ticks = ticks
+        if flags.get("reflex") and not self._reflex_counted:
+            self.stats.reflex_steps += 1
+            self._reflex_counted = True
+
+    def _reflex_loop(self) -> None:
+        period = 1.0 / self.cfg.reflex_hz
+        next_tick = time.monotonic()
+        while not self._stop:
+            next_tick += period
+            try:
+                self.reflex_tick()
+            except Exception:  # fail closed: hold the last safe target, refuse new actions
+                log.exception("the reflex failed: holding the robot")
+                self._reflex_failed = True
+                self.commander.hold()
+                return
+            time.sleep(max(0.0, next_tick - time.monotonic()))
 
     def stop(self) -> None:
         with self._cv:
@@ -160,6 +230,8 @@ class BridgeNode:
 
     def close(self) -> None:
         self.stop()
+        if self._reflex_thread is not None:
+            self._reflex_thread.join(timeout=1.0)
         self.watchdog.close()
         for sub in self._subs:
             sub.close()

@@ -98,6 +98,12 @@ class BridgeConfig(NodeConfig):
             empty: leave the robot's own.
         grasp_release_z: TCP height [m] above which a held object stays gripped (a loosening
             gripper command is raised to closed, :mod:`controllers.grasp_hold`); 0: off.
+        safety_critic: exported risk critic (``.npz`` of ``robotrl train-safety``, trained
+            without task keys) of the safety reflex on the robot
+            (:class:`hardware.ros2.pose_commander.PoseCommander`); empty: no reflex.
+        safety_threshold: eps_safe of the reflex; 0: the export's.
+        reflex_hz: how often the bridge re-evaluates the last command between two actions
+            [Hz] (the robot's state rate bounds it; lockstep: once per action).
         max_episode_steps: truncation horizon of the env.
         lockstep: the robot is a sim robot stepping once per command (``lockstep: true,
             lockstep_on: equilibrium_pose``): it publishes state only after a step, so the
@@ -116,11 +122,19 @@ class BridgeConfig(NodeConfig):
     workspace_high: tuple[float, ...] = DEFAULT_WORKSPACE_HIGH
     stiffness: tuple[float, ...] = ()
     grasp_release_z: float = 0.0
+    safety_critic: str = ""
+    safety_threshold: float = 0.0
+    reflex_hz: float = 100.0
     max_episode_steps: int = 200
     lockstep: bool = False
 
     def validate(self) -> None:
         _positive(self, "control_hz", "state_timeout_s", "torque_hz", "max_dpos", "max_drot")
+        _positive(self, "reflex_hz")
+        if not 0.0 <= self.safety_threshold < 1.0:
+            raise ConfigError(
+                f"safety_threshold must be in [0, 1) (0: the export's), got {self.safety_threshold}"
+            )
         _positive(self, "max_episode_steps")
         if self.command not in ("equilibrium_pose", "joint_torque"):
             raise ConfigError(

@@ -345,6 +345,13 @@ class StateCache:
         age = (self.clock_ns() - oldest) / 1e9
         return _assemble([n[1] for n in newest if n is not None]), age
 
+    def newest_stamp(self) -> int:
+        """Header stamp [ns] of the newest TCP pose sample (-1: none yet); what a velocity
+        estimated from ``state/ee_pos`` differences divides by."""
+        with self._lock:
+            samples = self._samples.get(self.profile.ee_pose or "")
+            return next(reversed(samples), -1) if samples else -1
+
     def ages(self) -> dict[str, float | None]:
         """Topic -> age [s] of its newest sample by receive time (None: nothing yet); the
         bridge's watchdog names the stale topic with it."""

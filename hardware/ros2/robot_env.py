@@ -41,7 +41,7 @@ from controllers.commander import (
 )
 from hardware.ros2 import messages as m
 from hardware.ros2.observation import ARM_KEYS, StateCache
-from hardware.ros2.pose_commander import PoseCommander, StateWatchdog
+from hardware.ros2.pose_commander import PoseCommander, ReflexFeatures, StateWatchdog
 from hardware.ros2.topics import EPISODE_FIELDS, TopicProfile
 from hardware.ros2.transport import LATCHED_QOS, SENSOR_QOS, Transport
 
@@ -79,6 +79,11 @@ class RosRobotEnv(gym.Env):
         stiffness: (6,) Cartesian stiffness sent once on ``impedance_params``; None: robot's.
         grasp_release_z: TCP height [m] above which a held object stays gripped (the
             commander's grasp hold, :mod:`controllers.grasp_hold`); 0: off.
+        safety_critic: exported risk critic (``.npz``, robot features) of the safety reflex
+            that checks every command at the measured features before it is sent
+            (``info["safety"]`` reports it); empty: no reflex. Needs ``command="equilibrium_pose"``
+            (through a bridge, the bridge's reflex acts).
+        safety_threshold: eps_safe of the reflex (None: the export's).
         state_timeout_s: watchdog bound [s].
         max_episode_steps: truncation horizon.
         task_sizes: task observation entries (``{"cube_pos": 3}``) read from ``task_state``.
@@ -112,6 +117,8 @@ class RosRobotEnv(gym.Env):
         workspace_high: Sequence[float] = DEFAULT_WORKSPACE_HIGH,
         stiffness: Sequence[float] | None = None,
         grasp_release_z: float = 0.0,
+        safety_critic: str | None = None,
+        safety_threshold: float | None = None,
         state_timeout_s: float = 0.05,
         max_episode_steps: int = 200,
         task_sizes: dict[str, int] | None = None,
@@ -147,6 +154,7 @@ class RosRobotEnv(gym.Env):
         )
         self._subs = self.cache.subscribe(transport, SENSOR_QOS)
         self.commander: PoseCommander | None = None
+        self._features = ReflexFeatures()  # the reflex's, of the measured state
         self._action_pub: Any = None
         if command == "equilibrium_pose":
             self.commander = PoseCommander(
@@ -158,7 +166,11 @@ class RosRobotEnv(gym.Env):
                 workspace_high=workspace_high,
                 stiffness=stiffness,
                 grasp_release_z=grasp_release_z,
+                safety_critic=safety_critic or None,
+                safety_threshold=safety_threshold,
             )
+        elif safety_critic:
+            raise ValueError("safety_critic needs command='equilibrium_pose' (else: the bridge's)")
         else:
             self._action_pub = transport.publisher(profile.action, m.Float64MultiArray)
         self.watchdog = StateWatchdog(
@@ -331,6 +343,7 @@ class RosRobotEnv(gym.Env):
             self._await_instruction(since=started)
         if self.commander is not None:
             self.commander.resync()
+        self._features.reset()
         self._steps = 0
         self._next_tick = self._now() + self.period
         self._last_obs = obs
@@ -359,7 +372,7 @@ class RosRobotEnv(gym.Env):
         a = np.asarray(action, dtype=float).reshape(-1)
         if a.shape != (7,):
             raise ValueError(f"action must have shape (7,), got {np.shape(action)}")
-        flags: dict[str, bool] = {}
+        flags: dict[str, Any] = {}
         # synchronous check: the watchdog thread may not have run since the state came back
         reason = self.watchdog.check()
         if not reason and self.watchdog.held and self.commander is not None:
@@ -374,7 +387,10 @@ class RosRobotEnv(gym.Env):
                 grip = obs_now.get("state/gripper")
                 opening = float(grip[0]) if grip is not None else None
                 ee_pos, ee_quat = obs_now["state/ee_pos"], obs_now["state/ee_quat"]
-                flags = self.commander.apply(a, ee_pos, ee_quat, opening)
+                features = None
+                if self.commander.reflex is not None:
+                    features = self._features(obs_now, self.cache.newest_stamp())
+                flags = self.commander.apply(a, ee_pos, ee_quat, opening, features)
             else:
                 self._action_pub.publish(m.Float64MultiArray(data=[float(x) for x in a]))
         if refused:

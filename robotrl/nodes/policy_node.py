@@ -105,6 +105,8 @@ class PolicyNode:
             workspace_high=cfg.workspace_high,
             stiffness=cfg.stiffness or None,
             grasp_release_z=cfg.grasp_release_z,
+            safety_critic=None if cfg.via_bridge else cfg.safety_critic or None,
+            safety_threshold=cfg.safety_threshold or None,
             state_timeout_s=cfg.state_timeout_s,
             max_episode_steps=cfg.max_episode_steps,
             task_sizes=task_sizes(task) if task else None,
