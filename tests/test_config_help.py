@@ -93,3 +93,36 @@ def test_overrides_of_the_right_type_pass() -> None:
         ["checkpoint=x", "residual.actor_lr=1", "target_success=null", "obs_keys=[state/ee_pos]"],
     )
     assert cfg.residual.actor_lr == 1 and cfg.target_success is None
+
+
+@pytest.mark.parametrize(
+    "cls",
+    [
+        "policies.flow_matching:FlowMatchingPolicy",
+        "policies.diffusion:DiffusionPolicy",
+        "policies.vla:TinyVLA",
+    ],
+)
+def test_train_bc_policy_keys_equal_the_constructor_defaults(cls) -> None:
+    # a policy's typed constructor signature is its config: train_bc.yaml restates the defaults
+    # it passes (diffusion calls num_steps num_inference_steps); the vla's mlp expert takes
+    # hidden/depth too
+    import importlib
+    import inspect
+
+    from robotrl.config_help import compose
+
+    module, name = cls.split(":")
+    params = inspect.signature(getattr(importlib.import_module(module), name).__init__).parameters
+    cfg = compose("train_bc", ["dataset=x"])
+    alias = {"num_steps": "num_inference_steps"} if name == "DiffusionPolicy" else {}
+    checked = 0
+    for key in ("obs_horizon", "action_horizon", "num_steps", "hidden", "depth"):
+        param = params.get(alias.get(key, key))
+        if param is None or param.default is inspect.Parameter.empty:
+            continue
+        assert cfg[key] == param.default, (
+            f"train_bc.{key}: yaml {cfg[key]!r}, {name} {param.default!r}"
+        )
+        checked += 1
+    assert checked >= 3, f"{name} shares too few keys with train_bc.yaml"
