@@ -23,6 +23,7 @@ from omegaconf import DictConfig
 from robotrl import config_help
 from robotrl.commands import BENCHMARKS, COMMANDS, DATASET_ACTIONS, Command
 from robotrl.config_help import compose
+from robotrl.run import emit_summary
 
 HELP_FLAGS = ("-h", "--help")
 
@@ -153,7 +154,7 @@ def _set_threads(cfg: DictConfig) -> None:
     if threads is not None:
         if int(threads) < 1:
             raise ValueError(f"threads must be >= 1 or null, got {threads}")
-        import torch
+        import torch  # lazy: `robotrl --help` and config errors stay free of torch
 
         torch.set_num_threads(int(threads))
 
@@ -198,8 +199,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         stage = "run"
         _set_threads(cfg)
-        from robotrl.run import emit_summary
-
         summary = runner(cfg)
         emit_summary(summary)
     except KeyboardInterrupt:

@@ -31,10 +31,13 @@ from controllers.commander import (
     Commander,
 )
 from controllers.impedance import CartesianImpedance
+from controllers.operational_space import OperationalSpace
 from controllers.rotations import mat_to_quat
 from controllers.tick import TorqueLoop
 from sim.arm import PHYSICS_DT, scene_xml
 from sim.arm_reader import MjArmReader
+from sim.native_impedance import NativeCartesianImpedance
+from sim.safety_guard import SafetyGuard
 from sim.task import Task
 
 CONTROLLERS = ("impedance", "osc", "native")
@@ -165,12 +168,8 @@ class PandaEnv(gym.Env):
         if controller == "impedance":
             self.controller: Any = CartesianImpedance(dt=PHYSICS_DT, **kw)
         elif controller == "osc":
-            from controllers.operational_space import OperationalSpace
-
             self.controller = OperationalSpace(dt=PHYSICS_DT, **kw)
         else:
-            from sim.native_impedance import NativeCartesianImpedance
-
             self.controller = NativeCartesianImpedance(m, self.data, **kw)
         self._reader = MjArmReader(m, with_mass=getattr(self.controller, "needs_mass", False))
         self._nominal_stiffness = np.array(self.controller.stiffness, dtype=float)
@@ -181,8 +180,6 @@ class PandaEnv(gym.Env):
         )
         self.guard: Any = None
         if safety != "filter":
-            from sim.safety_guard import SafetyGuard
-
             self.guard = SafetyGuard(self, safety, **(safety_kwargs or {}))
             if self.guard.grasp is not None:  # the reflex's grasp hold acts on every action
                 self.commander.add_stage(self.guard.grasp)

@@ -24,6 +24,7 @@ from controllers import panda
 from controllers.arm_state import ArmState
 from controllers.commander import DEFAULT_MAX_DPOS, DEFAULT_MAX_DROT, Commander
 from controllers.impedance import CartesianImpedance
+from controllers.operational_space import OperationalSpace
 from controllers.rotations import mat_to_quat
 from controllers.tick import TorqueLoop
 from sim.arm import PHYSICS_DT
@@ -118,8 +119,6 @@ class PyBulletPandaEnv(gym.Env):
         if controller == "impedance":
             self.controller: Any = CartesianImpedance(dt=PHYSICS_DT, **kw)
         else:
-            from controllers.operational_space import OperationalSpace
-
             self.controller = OperationalSpace(dt=PHYSICS_DT, **kw)
         self.arm = PyBulletPanda(c, with_mass=getattr(self.controller, "needs_mass", False))
         self.floor = pb.loadURDF("plane.urdf", physicsClientId=c)

@@ -50,6 +50,11 @@ def _task(name: str) -> Task:
     return TASKS[name]()
 
 
+def task_horizon(task: str) -> int:
+    """Env steps of an episode of a sim task before truncation (its ``max_episode_steps``)."""
+    return int(_task(task).max_episode_steps)
+
+
 def task_observation_sizes(task: str) -> dict[str, int]:
     """Task observation sizes of a sim task (``{"cube_pos": 3, ...}``), without building an env
     (a robot's perception publishes the same entries on ``task_state``)."""

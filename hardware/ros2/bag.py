@@ -66,6 +66,7 @@ class BagRecorder:
         clock: str = "receive",
         qos: Any = None,
     ) -> None:
+        # lazy: recording needs rosbags and cyclonedds, reading a bag neither
         from rosbags.rosbag2 import StoragePlugin, Writer
 
         from hardware.ros2.messages import ros_type_name, type_hash

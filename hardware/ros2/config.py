@@ -19,6 +19,7 @@ from controllers.commander import (
     DEFAULT_WORKSPACE_HIGH,
     DEFAULT_WORKSPACE_LOW,
 )
+from hardware.devices import DEVICES
 from hardware.ros2.node_params import NodeConfig
 from hardware.ros2.topics import (
     CAMERA_HZ,
@@ -249,8 +250,6 @@ class TeleopNodeConfig(NodeConfig):
 
     def validate(self) -> None:
         _positive(self, "rate_hz", "max_dpos", "max_drot", "state_timeout_s")
-        from hardware.devices import DEVICES
-
         if self.device not in DEVICES:
             raise ConfigError(f"unknown device {self.device!r}; available: {sorted(DEVICES)}")
         if self.episodes < 0 or self.wait_subscribers < 0:

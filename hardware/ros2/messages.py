@@ -22,6 +22,8 @@ from cyclonedds.idl import IdlStruct
 from cyclonedds.idl.annotations import final
 from cyclonedds.idl.types import float64, int32, sequence, uint8, uint32
 
+from hardware.ros2.cdr import decode_joint_state, encode_joint_state
+
 # --- builtin_interfaces / std_msgs ------------------------------------------------------------
 
 
@@ -105,8 +107,6 @@ class JointState(IdlStruct, typename="sensor_msgs.msg.dds_.JointState_"):
     # faster: docs/ros2.md); anything else falls back to cyclonedds' generic serialiser.
     def serialize(self, buffer: Any = None, endianness: Any = None, use_version_2: Any = None):
         if buffer is None and endianness is None and not use_version_2:
-            from hardware.ros2.cdr import encode_joint_state
-
             t = self.header.stamp
             return encode_joint_state(t.sec, t.nanosec, self.header.frame_id, self)
         return super().serialize(buffer, endianness, use_version_2)
@@ -114,8 +114,6 @@ class JointState(IdlStruct, typename="sensor_msgs.msg.dds_.JointState_"):
     @classmethod
     def deserialize(cls, data: Any, has_header: bool = True, use_version_2: Any = None):
         if has_header and use_version_2 is None and bytes(data[:2]) == b"\x00\x01":
-            from hardware.ros2.cdr import decode_joint_state
-
             sec, nsec, frame, name, pos, vel, eff = decode_joint_state(data)
             return cls(Header(Time(sec, nsec), frame), name, pos, vel, eff)
         return super().deserialize(data, has_header=has_header, use_version_2=use_version_2)

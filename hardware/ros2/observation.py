@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -222,8 +223,6 @@ class StateCache:
         history: int = 64,
         clock_ns: Callable[[], int] | None = None,
     ) -> None:
-        import time
-
         self.profile = profile
         self.history = int(history)
         self.clock_ns = clock_ns or time.monotonic_ns
@@ -264,7 +263,7 @@ class StateCache:
 
     def message_types(self) -> dict[str, type]:
         """Topic -> message class to subscribe with."""
-        from hardware.ros2 import messages as m
+        from hardware.ros2 import messages as m  # lazy: reading bags needs no cyclonedds
 
         p = self.profile
         types: dict[str, type] = {}
@@ -320,8 +319,6 @@ class StateCache:
 
     def wait_at(self, t_ns: int, timeout_s: float) -> dict[str, np.ndarray] | None:
         """:meth:`at`, waiting up to ``timeout_s`` for the missing topics."""
-        import time
-
         deadline = time.monotonic() + timeout_s
         with self._changed:
             while True:
@@ -380,8 +377,6 @@ class StateCache:
         by their own publishers). The hold is taken once every topic has published past
         ``t_ns`` (nothing earlier can still arrive in order) or after ``timeout_s``; None if
         some topic has nothing fresh enough."""
-        import time
-
         deadline = time.monotonic() + timeout_s
         oldest = t_ns - round(max_age_s * 1e9)
         with self._changed:

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from policies.checkpoint import load_into, read_doc
 from robotrl.algos.residual import ResidualAgent, save_agent
 from robotrl.algos.residual_rollout import ResidualTransition
 from robotrl.algos.residual_training import ResidualReplay, TrainConfig
@@ -208,8 +209,6 @@ class ResidualLearner:
     def resume(self, directory: str | os.PathLike[str]) -> int | None:
         """Load the newest checkpoint in ``directory``; its weights version, or None if there
         is none."""
-        from policies.checkpoint import load_into, read_doc
-
         sub = latest_checkpoint(directory)
         if sub is None:
             return None

@@ -28,6 +28,7 @@ from robotrl.algos.residual import ResidualAgent, ResidualConfig, StateFeaturize
 from robotrl.algos.residual_policy import ResidualPolicy
 from robotrl.algos.residual_rollout import Intervener, ResidualRollout, ResidualTransition
 from robotrl.datasets import EpisodeStore, MixedReplay, ReplayBuffer
+from robotrl.datasets.replay_buffer import concat_batches
 from robotrl.evaluation import evaluate, evaluate_vector
 from robotrl.metrics import MetricsLogger
 
@@ -432,6 +433,4 @@ class _UnionBuffer:
         sizes = np.array([len(b) for b in self.buffers], float)
         counts = rng.multinomial(batch_size, sizes / sizes.sum())
         parts = [b.sample(int(n), rng) for b, n in zip(self.buffers, counts, strict=True) if n]
-        from robotrl.datasets.replay_buffer import _concat
-
-        return _concat(parts)
+        return concat_batches(parts)

@@ -19,6 +19,7 @@ from robotrl.algos.residual_training import (
     demo_buffer,
     train_residual,
 )
+from robotrl.commands.dsrl import run_dsrl
 from robotrl.commands.train_rl_roles import act, learn, plot_learning_curves, split
 from robotrl.datasets.episode_store import open_intact
 from robotrl.metrics import MetricsLogger, final_evaluation, log_episodes, worse_than_base
@@ -118,8 +119,6 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
     if cfg.algo in FLOW_ALGOS:
         return run_flow_pg(cfg)
     if cfg.algo == "dsrl":
-        from robotrl.commands.dsrl import run_dsrl
-
         return run_dsrl(cfg)
     if cfg.algo not in ("residual", "rlpd"):
         raise ValueError(

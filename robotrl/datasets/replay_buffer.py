@@ -246,12 +246,13 @@ class MixedReplay:
             parts.append(self.online.sample(batch_size - n_demo, rng))
         if n_demo:
             parts.append(self.demo.sample(n_demo, rng))
-        out = _concat(parts)
+        out = concat_batches(parts)
         out["is_demo"] = np.arange(batch_size) >= batch_size - n_demo
         return out
 
 
-def _concat(parts: list[dict[str, Any]]) -> dict[str, Any]:
+def concat_batches(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One batch of several sampled batches (nested ``obs`` dicts too), in order."""
     out: dict[str, Any] = {}
     for key, value in parts[0].items():
         if isinstance(value, dict):

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from robotrl.distributed.cluster import NAMESPACE, connect
 from robotrl.distributed.learner_service import DEFAULT_NAME
 from robotrl.distributed.outbox import Outbox
 from robotrl.distributed.roles import Actor
@@ -116,8 +117,6 @@ class ActorClient:
         pull_every_s: float = 0.2,
         peer_timeout: float = 2.0,
     ) -> None:
-        from robotrl.distributed.cluster import connect
-
         self.actor_id = check_actor_id(actor_id)
         if batch_size < 1 or batch_max_age <= 0 or ack_timeout <= 0 or pull_every_s <= 0:
             raise ValueError(
@@ -337,8 +336,6 @@ class ActorClient:
                 self._progress.notify_all()
 
     def _find(self, ray: Any) -> Any:
-        from robotrl.distributed.cluster import NAMESPACE
-
         try:
             return ray.get_actor(self.learner_name, namespace=NAMESPACE)
         except ValueError:

@@ -27,10 +27,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import torch
 
 from hardware.ros2.config import PolicyNodeConfig
 from hardware.ros2.robot_env import LANGUAGE_KEY, RosRobotEnv
 from hardware.ros2.transport import Transport
+from policies.checkpoint import load_policy
+from robotrl.chunk_runner import SingleEnvPolicy
+from robotrl.evaluation import wilson_interval
 from sim.registry import task_observation_sizes as task_sizes
 
 log = logging.getLogger(__name__)
@@ -49,8 +53,6 @@ class PolicyRunStats:
     stopped_by: str = ""
 
     def summary(self) -> dict[str, Any]:
-        from robotrl.evaluation import wilson_interval
-
         n, k = len(self.successes), int(sum(self.successes))
         lo, hi = wilson_interval(k, n) if n else (0.0, 1.0)
         inf = np.asarray(self.inference_ms) if self.inference_ms else np.zeros(1)
@@ -78,11 +80,6 @@ class PolicyNode:
     """
 
     def __init__(self, cfg: PolicyNodeConfig, transport: Transport) -> None:
-        import torch
-
-        from policies.checkpoint import load_policy
-        from robotrl.chunk_runner import SingleEnvPolicy
-
         if not cfg.checkpoint:
             raise ValueError("checkpoint must name a checkpoint directory")
         torch.set_num_threads(1)

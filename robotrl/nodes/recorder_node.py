@@ -39,6 +39,7 @@ import numpy as np
 from hardware.ros2.config import RecorderConfig
 from hardware.ros2.observation import StateCache, deep_reader_qos
 from hardware.ros2.topics import EPISODE_FIELDS, parse_action_tag
+from robotrl.collection import ACTION_SPACE, open_or_create_store
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ class RecorderNode:
     """
 
     def __init__(self, cfg: RecorderConfig, transport: Any) -> None:
-        from hardware.ros2 import messages as m
+        from hardware.ros2 import messages as m  # lazy: cyclonedds only when the node runs
 
         self.cfg = cfg
         self.topics = cfg.topic_profile()
@@ -132,8 +133,6 @@ class RecorderNode:
     # ------------------------------------------------------------------ store
     def _open_store(self, obs: dict[str, np.ndarray]) -> Any:
         if self._store is None:
-            from robotrl.collection import ACTION_SPACE, open_or_create_store
-
             self._store = open_or_create_store(
                 self.cfg.out,
                 fps=self.cfg.fps,

@@ -43,7 +43,8 @@ from controllers.commander import (
 from hardware.ros2.node_params import NodeConfig
 from hardware.ros2.robot_env import RosRobotEnv
 from hardware.ros2.topics import CONTROL_HZ, STATE_TIMEOUT_S, ConfigError
-from hardware.ros2.transport import Transport
+from hardware.ros2.transport import Transport, make_transport
+from sim.registry import task_horizon
 from sim.registry import task_observation_sizes as task_sizes
 
 
@@ -141,9 +142,7 @@ class RobotBackendEnv(RosRobotEnv):
         image_size: tuple[int, int] = (96, 96),
         own_transport: bool = True,
     ) -> None:
-        from sim.registry import _task
-
-        horizon = cfg.max_episode_steps or int(_task(task).max_episode_steps)
+        horizon = cfg.max_episode_steps or task_horizon(task)
         self.transport = transport
         self.task_name = task
         self.config = cfg
@@ -281,8 +280,6 @@ def make_ros2(
             return RobotBackendEnv(
                 transport, task, cfg, cameras=cams, image_size=size, own_transport=False
             )
-        from hardware.ros2.transport import make_transport
-
         domain = None if cfg.domain_id < 0 else cfg.domain_id
         tr = make_transport(domain_id=domain, node_name=RobotEnvConfig.NODE_NAME)
         return RobotBackendEnv(tr, task, cfg, cameras=cams, image_size=size)

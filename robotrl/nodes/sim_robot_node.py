@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+import sim
 from controllers.rotations import quat_to_mat
 from hardware.ros2 import messages as m
 from hardware.ros2.config import SimRobotConfig
@@ -87,8 +88,6 @@ class SimRobotNode:
         clock_ns: Callable[[], int] | None = None,
         wait: Callable[[float], object] | None = None,
     ) -> None:
-        import sim
-
         self.cfg = cfg
         self.profile = cfg.topic_profile()
         self.env = sim.make(

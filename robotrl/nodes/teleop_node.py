@@ -56,7 +56,7 @@ def make_node_device(cfg: TeleopNodeConfig) -> TeleopDevice:
     """The device of ``cfg``; ``expert`` wraps the task's scripted expert (seeded by
     ``cfg.seed``, scaled by ``max_dpos`` / ``max_drot``) as ``robotrl collect`` does."""
     if cfg.device == "expert":
-        import sim
+        import sim  # lazy: teleop on a robot PC does not need the simulator
 
         expert = sim.make_expert(
             cfg.task,
@@ -90,7 +90,7 @@ class TeleopNode:
         clock_ns: Callable[[], int] | None = None,
         wait: Callable[[float], object] | None = None,
     ) -> None:
-        from hardware.ros2 import messages as m
+        from hardware.ros2 import messages as m  # lazy: cyclonedds only when the node runs
 
         self.cfg, self.transport = cfg, transport
         self.topics = cfg.topic_profile()
