@@ -37,13 +37,12 @@ from tqdm.auto import tqdm
 
 from policies.base import Policy, constructor_config
 from policies.denoiser import ChunkDenoiser
+from policies.diffusion import DiffusionPolicy
 from policies.encoders import ObsEncoder
+from policies.flow_matching import FlowMatchingPolicy
 from policies.normalizer import Normalizer
 
 if TYPE_CHECKING:  # the teachers' types only: importing diffusion pulls in diffusers
-    from policies.diffusion import DiffusionPolicy
-    from policies.flow_matching import FlowMatchingPolicy
-
     Teacher = FlowMatchingPolicy | DiffusionPolicy
 
 TEACHER_TYPES = ("flow", "diffusion")

@@ -123,7 +123,7 @@ def describe_error(exc: BaseException) -> str:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from robotrl.datasets import EpisodeStoreError
+    from robotrl.datasets import EpisodeStoreError  # lazy: `robotrl --help` stays free of zarr
 
     if isinstance(exc, OSError) and exc.strerror and exc.filename is not None:
         # "[Errno 2] No such file or directory: 'x'" -> "No such file or directory: x"

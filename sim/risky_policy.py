@@ -19,11 +19,12 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
+from sim.registry import make_expert
+
 Policy = Callable[[Mapping[str, np.ndarray]], np.ndarray]
 
 
 def careless(env: object, rng: np.random.Generator) -> Policy:
-    from sim.registry import make_expert
 
     expert = make_expert(env.task.name, env, noise=0.3, seed=int(rng.integers(2**31)))  # type: ignore[attr-defined]
 

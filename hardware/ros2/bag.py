@@ -23,7 +23,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hardware.ros2.topics import TopicProfile
+from hardware.ros2.observation import StateCache
+from hardware.ros2.topics import TopicProfile, topic_profile
 
 STORAGES = ("sqlite3", "mcap")
 # A writer sees a reader matched before the reader has matched the writer back; samples sent in
@@ -69,7 +70,10 @@ class BagRecorder:
         # lazy: recording needs rosbags and cyclonedds, reading a bag neither
         from rosbags.rosbag2 import StoragePlugin, Writer
 
-        from hardware.ros2.messages import ros_type_name, type_hash
+        from hardware.ros2.messages import (  # lazy: cyclonedds (the 'ros2' extra)
+            ros_type_name,
+            type_hash,
+        )
 
         if storage not in STORAGES:
             raise BagError(f"storage must be one of {STORAGES}, got {storage!r}")
@@ -167,7 +171,10 @@ def read_messages(
     :mod:`hardware.ros2.messages` objects (deserialised from the stored CDR bytes)."""
     from rosbags.highlevel import AnyReader
 
-    from hardware.ros2.messages import MESSAGES, ros_type_name
+    from hardware.ros2.messages import (  # lazy: cyclonedds (the 'ros2' extra)
+        MESSAGES,
+        ros_type_name,
+    )
 
     by_ros = {ros_type_name(c): c for n, c in MESSAGES.items()}
     out: list[tuple[str, int, Any]] = []
@@ -228,8 +235,7 @@ def profile_topics(
 ) -> dict[str, type]:
     """Topic -> message class of a session: the profile's state topics, the executed action,
     the intervention flag, teleop twist/action and the episode protocol."""
-    from hardware.ros2 import messages as m
-    from hardware.ros2.observation import StateCache
+    from hardware.ros2 import messages as m  # lazy: cyclonedds (the 'ros2' extra)
 
     cache = StateCache(profile, task_state=task_state, cameras=cameras)
     out = dict(cache.message_types())
@@ -277,8 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             entry["count"] += 1
         print(json.dumps({"bag": args.path, "topics": counts}), flush=True)
         return 0
-    from hardware.ros2.topics import topic_profile
-    from hardware.ros2.transport import make_transport
+    from hardware.ros2.transport import make_transport  # lazy: cyclonedds (the 'ros2' extra)
 
     with make_transport(node_name="robotrl_bag") as transport:
         if args.command == "play":

@@ -39,7 +39,7 @@ from hardware.ros2.config import BridgeConfig, ConfigError
 from hardware.ros2.observation import StateCache
 from hardware.ros2.pose_commander import PoseCommander, ReflexFeatures, StateWatchdog
 from hardware.ros2.robot_env import LOCKSTEP_TIMEOUT_S
-from hardware.ros2.transport import SENSOR_QOS, Transport
+from hardware.ros2.transport import SENSOR_QOS, Transport, make_transport
 
 log = logging.getLogger(__name__)
 
@@ -239,7 +239,6 @@ class BridgeNode:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console script ``robotrl-bridge`` (ROS 2 style arguments: ``--ros-args -p key:=v``)."""
-    from hardware.ros2.transport import make_transport
 
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     cfg, name = BridgeConfig.from_args(sys.argv[1:] if argv is None else argv)

@@ -46,7 +46,7 @@ def deep_reader_qos(transport: Any) -> Any:
     operators read every sample; keep-last 10 would drop some while their thread is busy."""
     if type(transport).__module__ not in TRANSPORT_MODULES:
         return None
-    from hardware.ros2.transport import QoS
+    from hardware.ros2.transport import QoS  # lazy: cyclonedds (the 'ros2' extra)
 
     return QoS(reliable=True, depth=READER_DEPTH)
 
@@ -144,7 +144,7 @@ def state_messages(
     (their sum is exact), the task entries ``task_keys`` go to ``task_state``. Used by sim
     publishers and tests; values are sent as float64 (exact for the env's float32 arrays).
     """
-    from hardware.ros2 import messages as m
+    from hardware.ros2 import messages as m  # lazy: cyclonedds (the 'ros2' extra)
 
     header = m.Header(stamp=m.stamp(t_ns), frame_id=profile.base_frame)
     out: dict[str, Any] = {}
@@ -188,7 +188,7 @@ def state_messages(
 def image_message(image: np.ndarray, t_ns: int, frame_id: str = "") -> Any:
     """An rgb8 ``sensor_msgs/Image`` of an (H, W, 3) uint8 image, stamped ``t_ns`` (the inverse
     of :func:`image_obs`)."""
-    from hardware.ros2 import messages as m
+    from hardware.ros2 import messages as m  # lazy: cyclonedds (the 'ros2' extra)
 
     img = np.ascontiguousarray(image)
     if img.dtype != np.uint8 or img.ndim != 3 or img.shape[2] != 3:

@@ -105,7 +105,7 @@ class QosChoice:
 
     def to_transport(self) -> Any:
         """The :class:`hardware.ros2.transport.QoS` of this choice (imports cyclonedds)."""
-        from hardware.ros2.transport import QoS
+        from hardware.ros2.transport import QoS  # lazy: cyclonedds (the 'ros2' extra)
 
         return QoS(
             reliable=self.reliability == "reliable",

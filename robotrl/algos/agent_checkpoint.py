@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from policies.checkpoint import CheckpointError, load_policy
 from robotrl.algos.perception_features import PerceptionFeaturizer
 from robotrl.algos.residual import StateFeaturizer
 
@@ -58,7 +59,6 @@ def load_context(
     Raises:
         CheckpointError: no base named or loadable, metadata incomplete, or feature sizes differ.
     """
-    from policies.checkpoint import CheckpointError, load_policy
 
     base_dir = base_checkpoint or meta.get("base_checkpoint")
     if not base_dir:

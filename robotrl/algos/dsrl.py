@@ -37,6 +37,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from policies.checkpoint import CONFIG, CheckpointError, load_into, read_doc, save_module
+from robotrl.algos.agent_checkpoint import checkpoint_kind, load_context
 from robotrl.algos.networks import EnsembleCritic, mlp
 
 
@@ -239,7 +241,6 @@ class SteeredPolicy:
 
 def save_dsrl(agent: DSRLAgent, directory: str | os.PathLike[str], meta: dict[str, Any]) -> Path:
     """DSRL agent as a robotrl checkpoint (``meta`` should name the base)."""
-    from policies.checkpoint import save_module
 
     return save_module(
         agent, directory, {"agent": "dsrl", "config": agent.config_dict(), "meta": meta}
@@ -248,7 +249,6 @@ def save_dsrl(agent: DSRLAgent, directory: str | os.PathLike[str], meta: dict[st
 
 def load_dsrl(directory: str | os.PathLike[str]) -> tuple[DSRLAgent, dict[str, Any]]:
     """Rebuild a saved DSRL agent; returns ``(agent, meta)``."""
-    from policies.checkpoint import CONFIG, CheckpointError, load_into, read_doc
 
     doc = read_doc(directory, "DSRL checkpoint")
     if doc.get("agent") != "dsrl":
@@ -262,7 +262,6 @@ def load_dsrl(directory: str | os.PathLike[str]) -> tuple[DSRLAgent, dict[str, A
 
 def is_dsrl_checkpoint(directory: str | os.PathLike[str]) -> bool:
     """True when ``directory`` holds a ``robotrl train-rl algo=dsrl`` checkpoint."""
-    from robotrl.algos.agent_checkpoint import checkpoint_kind
 
     return checkpoint_kind(directory) == "dsrl"
 
@@ -276,8 +275,6 @@ def load_steered_policy(
     Args:
         base_checkpoint: the base's checkpoint (None: the path the training run recorded).
     """
-    from policies.checkpoint import CheckpointError
-    from robotrl.algos.agent_checkpoint import load_context
 
     agent, meta = load_dsrl(directory)
     ctx = load_context(directory, meta, agent.obs_dim, "DSRL agent", base_checkpoint)

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from policies.checkpoint import CONFIG, CheckpointError, load_into, read_doc, save_module
 from robotrl.algos.networks import EnsembleCritic, mlp
 from robotrl.datasets import EpisodeStore, compute_stats
 
@@ -283,7 +284,6 @@ def save_agent(
     agent: ResidualAgent, directory: str | os.PathLike[str], meta: dict[str, Any]
 ) -> Path:
     """Residual actor + critics as a robotrl checkpoint (``meta`` should name the base)."""
-    from policies.checkpoint import save_module
 
     return save_module(
         agent, directory, {"agent": "residual", "config": agent.config_dict(), "meta": meta}
@@ -292,7 +292,6 @@ def save_agent(
 
 def load_agent(directory: str | os.PathLike[str]) -> tuple[ResidualAgent, dict[str, Any]]:
     """Rebuild a saved agent; returns ``(agent, meta)``."""
-    from policies.checkpoint import CONFIG, CheckpointError, load_into, read_doc
 
     doc = read_doc(directory, "residual checkpoint")
     if doc.get("agent") != "residual":

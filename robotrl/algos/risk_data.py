@@ -16,8 +16,10 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+import sim
 from robotrl.algos.safety_critic import SafetyCritic, SafetyCriticConfig, risk_buffer
 from robotrl.datasets.replay_buffer import ReplayBuffer
+from sim.risky_policy import RISKY_POLICIES
 
 
 def collect_risk_data(
@@ -114,8 +116,6 @@ def pretrain_critic(
     ``force_limit`` [N] labels the data with a tighter contact-force limit than the constraint
     the reflex protects (default: :data:`controllers.constraint_cost.FORCE_LIMIT`): a safety
     margin, and more positive examples of what precedes a violation."""
-    import sim
-    from sim.risky_policy import RISKY_POLICIES
 
     rng = np.random.default_rng(seed)
     factories: dict[str, Any] = {}

@@ -27,6 +27,12 @@ import torch
 from omegaconf import DictConfig
 from torch import nn
 
+import sim
+from policies.diffusion import DiffusionPolicy
+from policies.distillation import DistilledPolicy
+from policies.flow_matching import FlowMatchingPolicy
+from policies.vla import TinyVLA
+
 LEROBOT_SCRIPT = Path(__file__).with_name("lerobot_latency.py")
 
 
@@ -110,7 +116,6 @@ def chunk_latency(
 
 def state_dims_of(task: str) -> dict[str, int]:
     """``{"state/<k>": D}`` of a sim task's observation (what train-bc learns from)."""
-    import sim
 
     env = sim.make(task)
     try:
@@ -150,9 +155,6 @@ def lerobot_latency(
 
 
 def run_latency_benchmark(cfg: DictConfig) -> dict[str, Any]:
-    from policies.diffusion import DiffusionPolicy
-    from policies.distillation import DistilledPolicy
-    from policies.flow_matching import FlowMatchingPolicy
 
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
@@ -221,7 +223,6 @@ def run_latency_benchmark(cfg: DictConfig) -> dict[str, Any]:
 
 def vla_latency(cfg: DictConfig) -> dict[str, Any]:
     """Per-chunk latency of the recipe-sized VLA on ``cfg.vla.threads`` threads (batch 1)."""
-    from policies.vla import TinyVLA
 
     v = cfg.vla
     torch.set_num_threads(v.threads)

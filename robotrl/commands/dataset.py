@@ -11,7 +11,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from hardware.ros2.topics import topic_profile
 from robotrl.datasets import EpisodeStore, repair, verify
+from robotrl.datasets.action_bias import copy_with_action_bias
 from robotrl.datasets.integrity import content_damage, structure_damage
+from robotrl.datasets.lerobot_format import export_lerobot, import_lerobot
 
 
 def dataset_info(cfg: DictConfig) -> dict[str, Any]:
@@ -127,7 +129,6 @@ def _is_store(path: str) -> bool:
 
 
 def _import_lerobot(cfg: DictConfig, inputs: list[str]) -> dict[str, Any]:
-    from robotrl.datasets.lerobot_format import import_lerobot
 
     if len(inputs) != 1:
         raise ValueError("from=lerobot imports one dataset root: inputs=[path]")
@@ -146,7 +147,6 @@ def _import_lerobot(cfg: DictConfig, inputs: list[str]) -> dict[str, Any]:
 
 def dataset_bias(cfg: DictConfig) -> dict[str, Any]:
     """A copy of the store with a constant bias on every action (systematically-off demos)."""
-    from robotrl.datasets.action_bias import copy_with_action_bias
 
     if not cfg.out:
         raise ValueError("give the output store: out=...")
@@ -170,7 +170,6 @@ def dataset_export(cfg: DictConfig) -> dict[str, Any]:
         raise ValueError(f"unknown export format {cfg.format!r}; available: ['lerobot']")
     if not cfg.out:
         raise ValueError("give the output directory: out=...")
-    from robotrl.datasets.lerobot_format import export_lerobot
 
     out = export_lerobot(cfg.path, cfg.out, repo_id=str(cfg.repo_id), video=bool(cfg.video))
     with EpisodeStore.open(cfg.path) as store:

@@ -29,6 +29,7 @@ from robotrl.commands.experts import run_experts
 from robotrl.commands.train_bc import run_train_bc
 from robotrl.commands.train_rl import run_train_rl
 from robotrl.config_help import compose
+from robotrl.datasets.action_bias import copy_with_action_bias
 from robotrl.evaluation import wilson_interval
 from robotrl.run import make_run_dir, save_config
 
@@ -74,7 +75,6 @@ def run_quickstart(cfg: DictConfig) -> dict[str, Any]:
 
 def run_residual_recipe(cfg: DictConfig) -> dict[str, Any]:
     """Expert demos with a bias -> flow BC -> eval -> residual RL with a scripted human."""
-    from robotrl.datasets.action_bias import copy_with_action_bias
 
     start = time.perf_counter()
     run_dir = make_run_dir(cfg.output_dir, cfg.name)

@@ -8,9 +8,11 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 import sim
+from hardware.devices import make_device
 from policies.checkpoint import load_policy
 from policies.registry import set_noise_scale
 from robotrl.algos.hil import DeviceIntervener, ScriptedHuman
+from robotrl.algos.online_risk import OnlineRiskLearner
 from robotrl.algos.residual import ResidualConfig, StateFeaturizer, feature_stats, save_agent
 from robotrl.algos.residual_policy import ResidualPolicy, ZeroPolicy
 from robotrl.algos.residual_training import (
@@ -19,9 +21,12 @@ from robotrl.algos.residual_training import (
     demo_buffer,
     train_residual,
 )
+from robotrl.algos.safety_critic import SafetyCritic
 from robotrl.commands.dsrl import run_dsrl
+from robotrl.commands.flow_pg import FLOW_ALGOS, run_flow_pg
 from robotrl.commands.train_rl_roles import act, learn, plot_learning_curves, split
 from robotrl.datasets.episode_store import open_intact
+from robotrl.distributed.ray_rollout import RayVectorEnv
 from robotrl.metrics import MetricsLogger, final_evaluation, log_episodes, worse_than_base
 from robotrl.policy_env import (
     check_one_robot,
@@ -45,7 +50,6 @@ def _human(cfg: DictConfig, task: str, make_env: Any) -> Any:
         )
     if cfg.num_envs != 1:
         raise ValueError("a human operator drives one env: set num_envs=1")
-    from hardware.devices import make_device
 
     device = make_device(cfg.human)
     device.start()
@@ -63,7 +67,6 @@ def _vector_envs(cfg: DictConfig, make_env: Any) -> Any:
         return None
     if cfg.num_envs % workers:
         raise ValueError(f"num_envs ({cfg.num_envs}) must be a multiple of ray.workers ({workers})")
-    from robotrl.distributed.ray_rollout import RayVectorEnv
 
     return RayVectorEnv(
         make_env, workers, cfg.num_envs // workers, address=cfg.ray.get("address") or None
@@ -82,8 +85,6 @@ def _eval_envs(cfg: DictConfig, make_env: Any, backend: str) -> Any:
 
 def _online_risk(cfg: DictConfig) -> Any:
     """The online learner of the reflex's risk critic (continues from the exported weights)."""
-    from robotrl.algos.online_risk import OnlineRiskLearner
-    from robotrl.algos.safety_critic import SafetyCritic
 
     return OnlineRiskLearner(SafetyCritic.from_export(cfg.safety_critic), seed=cfg.seed)
 
@@ -112,7 +113,6 @@ ROLES = ("single", "learner", "actor", "split")
 
 
 def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
-    from robotrl.commands.flow_pg import FLOW_ALGOS, run_flow_pg
 
     if cfg.features != "state" and cfg.algo != "dsrl":
         raise ValueError(f"features={cfg.features} is for algo=dsrl (algo={cfg.algo} reads state)")

@@ -12,8 +12,21 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from robotrl.algos.residual import ResidualAgent, ResidualConfig, StateFeaturizer, save_agent
-from robotrl.algos.residual_training import TrainConfig
+from robotrl.algos.residual import (
+    ResidualAgent,
+    ResidualConfig,
+    StateFeaturizer,
+    load_agent,
+    save_agent,
+)
+from robotrl.algos.residual_actor import run_actor
+from robotrl.algos.residual_learner import ResidualLearner, latest_checkpoint
+from robotrl.algos.residual_rollout import ResidualRollout
+from robotrl.algos.residual_split import run_split
+from robotrl.algos.residual_training import TrainConfig, evaluate_residual, freeze
+from robotrl.distributed import ActorClient
+from robotrl.distributed.cluster import connect
+from robotrl.distributed.learner_service import serve_learner
 from robotrl.metrics import MetricsLogger
 from robotrl.run import make_run_dir, save_config
 
@@ -52,10 +65,6 @@ def learn(
     """role=learner: run the learner as a restartable Ray actor until SIGTERM / SIGINT; it
     resumes from learner_state. Prints ``{"event": "ready", "address", ...}`` once it answers
     (the address actors join with ``ray.address=``)."""
-    from robotrl.algos.residual import load_agent
-    from robotrl.algos.residual_learner import ResidualLearner, latest_checkpoint
-    from robotrl.distributed.cluster import connect
-    from robotrl.distributed.learner_service import serve_learner
 
     d = cfg.dist
     obs_dim, act_dim, seed = featurizer.dim, base.action_dim, int(cfg.seed)
@@ -115,10 +124,6 @@ def act(
     run_dir: Any,
 ) -> dict[str, Any]:
     """role=actor: act with the learner's newest weights for total_steps env steps."""
-    from robotrl.algos.residual_actor import run_actor
-    from robotrl.algos.residual_rollout import ResidualRollout
-    from robotrl.algos.residual_training import evaluate_residual, freeze
-    from robotrl.distributed import ActorClient
 
     d = cfg.dist
     freeze(base)
@@ -202,7 +207,6 @@ def overrides(cfg: DictConfig) -> list[str]:
 def split(cfg: DictConfig) -> dict[str, Any]:
     """role=split: a learner subprocess (its own local Ray instance unless ``ray.address`` names
     a cluster) and an actor subprocess that joins it."""
-    from robotrl.algos.residual_split import run_split
 
     run_dir = make_run_dir(cfg.output_dir, cfg.name)
     save_config(cfg, run_dir)

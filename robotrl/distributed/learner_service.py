@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from robotrl.distributed.cluster import NAMESPACE, connect
 from robotrl.distributed.learner_records import ActorInfo, LearnerStats, PeerRecord
 from robotrl.distributed.transitions import (
     SchemaError,
@@ -314,7 +315,6 @@ def serve_learner(
     ``on_ready`` gets ``{"address", "name", "pid", "version"}`` once the learner answers, and
     again (``"restarted": True``) each time a restarted one does.
     """
-    from robotrl.distributed.cluster import NAMESPACE, connect
 
     gcs = connect(address)  # first: it sets up Ray's authentication before Ray is imported
     import ray

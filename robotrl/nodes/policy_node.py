@@ -31,7 +31,7 @@ import torch
 
 from hardware.ros2.config import PolicyNodeConfig
 from hardware.ros2.robot_env import LANGUAGE_KEY, RosRobotEnv
-from hardware.ros2.transport import Transport
+from hardware.ros2.transport import Transport, make_transport
 from policies.checkpoint import load_policy
 from robotrl.chunk_runner import SingleEnvPolicy
 from robotrl.evaluation import wilson_interval
@@ -162,7 +162,6 @@ class PolicyNode:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console script ``robotrl-policy-node`` (ROS 2 style arguments: ``--ros-args -p k:=v``)."""
-    from hardware.ros2.transport import make_transport
 
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     cfg, name = PolicyNodeConfig.from_args(sys.argv[1:] if argv is None else argv)

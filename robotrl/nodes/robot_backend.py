@@ -44,6 +44,8 @@ from hardware.ros2.node_params import NodeConfig
 from hardware.ros2.robot_env import RosRobotEnv
 from hardware.ros2.topics import CONTROL_HZ, STATE_TIMEOUT_S, ConfigError
 from hardware.ros2.transport import Transport, make_transport
+from robotrl.algos.reward_classifier import load_reward_classifier
+from robotrl.algos.reward_wrapper import RewardClassifierWrapper
 from sim.registry import task_horizon
 from sim.registry import task_observation_sizes as task_sizes
 
@@ -222,8 +224,6 @@ def with_reward_classifier(
 ) -> gym.Env:
     """``env_factory(cameras, image_size)`` observing what the classifier at ``directory``
     reads, wrapped so that reward, termination and success follow the classifier."""
-    from robotrl.algos.reward_classifier import load_reward_classifier
-    from robotrl.algos.reward_wrapper import RewardClassifierWrapper
 
     clf, _meta = load_reward_classifier(directory)
     cams = [k.split("/", 1)[1] for k in clf.image_keys]

@@ -48,7 +48,7 @@ from controllers.rotations import quat_to_mat
 from hardware.ros2 import messages as m
 from hardware.ros2.config import SimRobotConfig
 from hardware.ros2.observation import image_message, state_messages
-from hardware.ros2.transport import DEFAULT_QOS, LATCHED_QOS, Transport
+from hardware.ros2.transport import DEFAULT_QOS, LATCHED_QOS, Transport, make_transport
 
 log = logging.getLogger(__name__)
 
@@ -379,7 +379,6 @@ class SimRobotNode:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console script ``robotrl-sim-robot`` (ROS 2 style arguments: ``--ros-args -p key:=v``)."""
-    from hardware.ros2.transport import make_transport
 
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     cfg, name = SimRobotConfig.from_args(sys.argv[1:] if argv is None else argv)

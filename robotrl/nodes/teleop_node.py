@@ -328,7 +328,7 @@ class TeleopNode:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console script ``robotrl-teleop-node`` (ROS 2 style arguments, see NodeConfig.from_args)."""
-    from hardware.ros2.transport import make_transport
+    from hardware.ros2.transport import make_transport  # lazy: cyclonedds (the 'ros2' extra)
 
     cfg, name = TeleopNodeConfig.from_args(sys.argv[1:] if argv is None else argv)
     domain = None if cfg.domain_id < 0 else cfg.domain_id
