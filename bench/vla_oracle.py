@@ -4,7 +4,7 @@ and with an oracle (the token holds the true privileged state). The gap is what 
 costs; the oracle's success is what the action expert can do at all. JSON per mode and family.
 
 Usage: python bench/vla_oracle.py <checkpoint> [task=tabletop_seen] [episodes=50] [seed=100000]
-       [modes=perceived,oracle]
+       [modes=perceived,oracle] [execute_horizon=<the checkpoint's>]
 """
 
 from __future__ import annotations
@@ -25,9 +25,12 @@ from robotrl.evaluation import wilson_interval
 from robotrl.policy_env import env_kwargs
 
 
-def run(policy: Any, meta: dict, task: str, episodes: int, seed: int, oracle: bool) -> dict:
-    """Success per family of ``episodes`` episodes from ``seed``; the oracle feeds the true
-    ``aux_dims`` state of the latest observation into the state token."""
+def run(
+    policy: Any, meta: dict, task: str, episodes: int, seed: int, oracle: bool, execute: int
+) -> dict:
+    """Success per family of ``episodes`` episodes from ``seed``, ``execute`` actions of each
+    chunk run open loop; the oracle feeds the true ``aux_dims`` state of the latest observation
+    into the state token."""
     if policy.state_token is None:
         raise SystemExit("the checkpoint has no state token (train it with expert_input=state)")
     env = sim.make(task, **env_kwargs(meta))
@@ -48,7 +51,7 @@ def run(policy: Any, meta: dict, task: str, episodes: int, seed: int, oracle: bo
             return as_trained(obs, state=state)
 
         policy.encode = encode
-    act = as_episode_policy(policy, int(meta.get("execute_horizon", 8)))
+    act = as_episode_policy(policy, execute)
     by_family: dict[str, list[bool]] = defaultdict(list)
     for i in range(episodes):
         obs, _ = env.reset(seed=seed + i)
@@ -77,10 +80,11 @@ def main() -> None:
     policy, meta = load_policy(sys.argv[1])
     task = args.get("task", "tabletop_seen")
     episodes, seed = int(args.get("episodes", 50)), int(args.get("seed", 100_000))
-    out: dict[str, Any] = {"checkpoint": sys.argv[1], "task": task}
+    execute = int(args.get("execute_horizon", meta.get("execute_horizon", 8)))
+    out: dict[str, Any] = {"checkpoint": sys.argv[1], "task": task, "execute_horizon": execute}
     for mode in args.get("modes", "perceived,oracle").split(","):
         t0 = time.perf_counter()
-        out[mode] = run(policy, meta, task, episodes, seed, oracle=mode == "oracle")
+        out[mode] = run(policy, meta, task, episodes, seed, mode == "oracle", execute)
         out[mode]["wall_s"] = round(time.perf_counter() - t0, 1)
     print(json.dumps(out))
 

@@ -45,9 +45,16 @@ EXPERTS: dict[str, type[ScriptedExpert]] = {
 
 
 def _task(name: str) -> Task:
-    if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; available: {sorted(TASKS)}")
-    return TASKS[name]()
+    """The task ``name``; ``"<instructed task>:<family>[,<family>...]"`` draws only those
+    instruction families (``"tabletop:place/blue"``: fine-tune on the weakest one)."""
+    base, _, families = name.partition(":")
+    if base not in TASKS:
+        raise ValueError(f"unknown task {base!r}; available: {sorted(TASKS)}")
+    if not families:
+        return TASKS[base]()
+    if not hasattr(TASKS[base], "families"):
+        raise ValueError(f"task {base!r} has no instruction families to choose ({name!r})")
+    return TASKS[base](families=tuple(f.strip() for f in families.split(",")))  # type: ignore[call-arg]
 
 
 def task_horizon(task: str) -> int:
@@ -125,6 +132,7 @@ def make_vec(
 
 def make_expert(task: str, env: PandaEnv | None = None, **kwargs: Any) -> ScriptedExpert:
     """The scripted expert of ``task``; action scales are taken from ``env`` when given."""
+    task = task.partition(":")[0]  # the expert of a task reads every family's instructions
     if task not in EXPERTS:
         raise ValueError(f"no expert for task {task!r}; available: {sorted(EXPERTS)}")
     if env is not None:

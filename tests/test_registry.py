@@ -25,6 +25,28 @@ def test_unknown_task_lists_the_available_ones():
         sim.make_vec("lift", 0)
 
 
+def test_an_instructed_task_restricted_to_families_draws_only_those():
+    env = sim.make("tabletop:place/blue")
+    expert = sim.make_expert("tabletop:place/blue", env)
+    families = set()
+    for seed in range(6):
+        env.reset(seed=seed)
+        families.add(env.task.family)
+    assert families == {"place/blue"}
+    assert sim.registry.task_horizon("tabletop:place/blue") == env.max_episode_steps
+    assert expert.max_dpos == env.max_dpos
+    two = sim.make("tabletop:lift/red, lift/blue")
+    drawn = set()
+    for seed in range(12):
+        two.reset(seed=seed)
+        drawn.add(two.task.family)
+    assert drawn == {"lift/red", "lift/blue"}
+    with pytest.raises(ValueError, match="unknown families"):
+        sim.make("tabletop:stack/red")
+    with pytest.raises(ValueError, match="no instruction families"):
+        sim.make("lift:place/blue")
+
+
 def test_unknown_backend_lists_the_backend_names():
     for make in (
         lambda: sim.make("lift", backend="gazebo"),
