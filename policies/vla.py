@@ -363,7 +363,7 @@ class TinyVLA(FlowChainPolicy):
         aux_dims: Mapping[str, int] | None = None,
         aux_weight: float = 1.0,
         expert_input: str | None = None,
-        state_token_noise: float = 0.1,
+        state_token_noise: float = 0.02,
         aux_input: str | None = None,
         aux_instructed: Sequence[str] | None = None,
         aux_candidates: int = 4,

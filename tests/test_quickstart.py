@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from policies.checkpoint import load_policy
 from robotrl.cli import compose
 from robotrl.commands.quickstart import run_quickstart
 
@@ -73,6 +74,12 @@ def test_the_vla_recipe_runs_every_stage_and_reports_per_family(tmp_path):
     s = run_quickstart(cfg)
     json.dumps(s)
     assert s["recipe"] == "vla" and s["demos"] == 4 and s["rl_env_steps"] >= 160
+    # the recipe's VLA runs 12 of each chunk's 16 actions: recorded in its checkpoint
+    assert s["execute_horizon"] == 12
+    (bc_checkpoint,) = [
+        p for p in Path(s["run_dir"]).glob("**/checkpoint") if "train-bc" in str(p.parent)
+    ]
+    assert load_policy(bc_checkpoint)[1]["execute_horizon"] == 12
     for split in ("seen", "held_out", "seen_after_rl"):
         assert 0.0 <= s[split]["success"] <= 1.0 and s[split]["families"]
     assert set(s["held_out"]["families"]) <= {"lift/blue", "place/green"}

@@ -329,7 +329,8 @@ def run_vla_recipe(cfg: DictConfig) -> dict[str, Any]:
         {**controller, **common, **views, "dataset": str(demos), "policy": "vla",
          "obs_keys": VLA_OBS_KEYS, "aux_keys": VLA_AUX_KEYS, "obs_horizon": 1,
          "policy_kwargs": _policy_kwargs(VLA_POLICY), "steps": v.bc_steps,
-         "batch_size": v.batch_size, "eval_episodes": 0, "videos": 0, "seed": cfg.seed},
+         "execute_horizon": v.execute_horizon, "batch_size": v.batch_size, "eval_episodes": 0,
+         "videos": 0, "seed": cfg.seed},
     )  # fmt: skip
 
     def evaluate(name: str, checkpoint: str, task: str, videos: int) -> dict[str, Any]:
@@ -357,6 +358,7 @@ def run_vla_recipe(cfg: DictConfig) -> dict[str, Any]:
         "expert_success": experts["tasks"]["tabletop"]["success_rate"],
         "demos": collect["recorded"],
         "bc_steps": bc["steps"],
+        "execute_horizon": v.execute_horizon,
         "seen": _split(seen),
         "held_out": _split(unseen),
         "rl_env_steps": rl["env_steps"],
@@ -397,7 +399,8 @@ def write_vla_report(
         "",
         f"{s['demos']} expert demos of the seen verb x colour pairs (scripted expert "
         f"{pct(s['expert_success'])}), a VLA trained for {s['bc_steps']} steps on the table and "
-        f"wrist cameras and the instruction, then DSRL on its own perception for "
+        f"wrist cameras and the instruction (running {s['execute_horizon']} actions of each "
+        f"chunk open loop), then DSRL on its own perception for "
         f"{s['rl_env_steps']} env steps.",
         "",
         "| split | family | VLA | after DSRL |",
