@@ -58,6 +58,8 @@ def run(
         trained = policy.encode
 
         def perceived(obs: Any) -> torch.Tensor:
+            # the trunk runs twice per chunk here (perceive, then encode): the public API, at a
+            # bench's cost only
             estimate = policy.perceive(obs)
             col = 0
             for k, n in policy.aux_dims.items():
