@@ -80,9 +80,24 @@ class ChunkRunner:
         to = self.policy.obs_horizon
         h = [*self.history[env_id], {k: np.asarray(obs[k]) for k in self.keys}][-to:]
         h = [h[0]] * (to - len(h)) + h  # edge-pad a short history
-        batch = {k: torch.from_numpy(np.stack([e[k] for e in h])[None]) for k in self.keys}
         with torch.no_grad():
-            return self.policy.predict_chunk(batch)[0, 0].cpu().numpy().astype(np.float32)
+            chunk = self.policy.predict_chunk(self._batch([h]))
+        return chunk[0, 0].cpu().numpy().astype(np.float32)
+
+    def _batch(self, histories: Sequence[Sequence[Mapping[str, np.ndarray]]]) -> dict[str, Any]:
+        """The policy's input for B histories of To observations: ``{key: (B, To, ...)}``, and
+        the latest instruction of each tokenised into ``language`` (B, L)."""
+        batch = {
+            k: torch.from_numpy(np.stack([np.stack([e[k] for e in h]) for h in histories]))
+            for k in self.keys
+            if k != LANGUAGE_KEY
+        }
+        if LANGUAGE_KEY in self.keys:
+            ids, _ = self.policy.tokenizer.encode_batch(
+                [str(h[-1][LANGUAGE_KEY]) for h in histories]
+            )
+            batch[LANGUAGE_KEY] = torch.from_numpy(ids)
+        return batch
 
     def act(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
         """Actions (N, Da) for a batched observation ``{key: (N, ...)}``."""
@@ -90,19 +105,9 @@ class ChunkRunner:
             self._push(i, {k: v[i] for k, v in obs.items()})
         need = [i for i in range(self.num_envs) if not self.queues[i]]
         if need:
-            batch = {
-                k: torch.from_numpy(
-                    np.stack([np.stack([h[k] for h in self.history[i]]) for i in need])
-                )
-                for k in self.keys
-                if k != LANGUAGE_KEY
-            }
-            if LANGUAGE_KEY in self.keys:
-                texts = [str(self.history[i][-1][LANGUAGE_KEY]) for i in need]
-                ids, _ = self.policy.tokenizer.encode_batch(texts)
-                batch[LANGUAGE_KEY] = torch.from_numpy(ids)
             with torch.no_grad():
-                chunk = self.policy.predict_chunk(batch).cpu().numpy()
+                chunk = self.policy.predict_chunk(self._batch([self.history[i] for i in need]))
+                chunk = chunk.cpu().numpy()
             self.inference_calls += 1
             for j, i in enumerate(need):
                 self.queues[i].extend(chunk[j, : self.execute_horizon])

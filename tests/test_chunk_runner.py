@@ -62,3 +62,30 @@ def test_single_env_adapter():
     pol.reset()
     a = pol({"state/x": np.array([1.0])})
     assert a.shape == (1,) and a.dtype == np.float32 and a[0] == 110.0
+
+
+class Instructed(Recorder):
+    """Fake language-conditioned chunk policy: the chunk's value is the first token id."""
+
+    class Tokenizer:
+        def encode_batch(self, texts):
+            ids = np.array([[len(t)] for t in texts], dtype=np.int64)
+            return ids, np.ones_like(ids, dtype=bool)
+
+    tokenizer = Tokenizer()
+
+    def predict_chunk(self, obs):
+        self.calls.append(obs["language"].clone())
+        return obs["language"][:, None, :1].float().expand(-1, 4, 1)
+
+
+def test_instructions_are_tokenised_for_chunks_and_for_a_terminal_plan():
+    p = Instructed()
+    r = ChunkRunner(p, num_envs=2, execute_horizon=2)
+    obs = {"state/x": np.zeros((2, 1)), "language": np.array(["lift", "place it"])}
+    np.testing.assert_allclose(r.act(obs)[:, 0], [4, 8])
+    # the first action of a fresh plan at a terminal observation, history and queue untouched
+    after = {"state/x": np.zeros(1), "language": np.array("put it down")}
+    assert r.plan_first(1, after)[0] == 11
+    np.testing.assert_allclose(r.act(obs)[:, 0], [4, 8])  # the queued second actions
+    assert len(p.calls) == 2

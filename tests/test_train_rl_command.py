@@ -5,8 +5,12 @@ import json
 import pytest
 from tiny_reach import reach_demos, tiny_checkpoint
 
+from robotrl.algos.perception_features import PerceptionFeaturizer
 from robotrl.algos.residual import load_agent
+from robotrl.algos.residual_policy import ZeroPolicy, load_residual_policy
 from robotrl.cli import compose, main
+from robotrl.commands.collect import run_collect
+from robotrl.commands.train_bc import run_train_bc
 from robotrl.commands.train_rl import run_train_rl
 from robotrl.metrics import read_csv
 
@@ -93,7 +97,6 @@ def test_several_envs_step_in_slices_over_processes(tmp_path, base_and_demos, mo
 
 @pytest.mark.slow
 def test_rlpd_learns_from_scratch_on_a_zero_base(tmp_path, base_and_demos):
-    from robotrl.algos.residual_policy import ZeroPolicy, load_residual_policy
 
     ckpt, store = base_and_demos
     overrides = [f"checkpoint={ckpt}", f"demos={store}", f"output_dir={tmp_path}", *TINY]
@@ -103,6 +106,56 @@ def test_rlpd_learns_from_scratch_on_a_zero_base(tmp_path, base_and_demos):
     assert meta["from_scratch"] is True and agent.cfg.scale == 1.0
     policy, _ = load_residual_policy(out["checkpoint"])  # what robotrl eval rolls out
     assert isinstance(policy.base, ZeroPolicy)  # the actor alone acts
+
+
+@pytest.mark.slow
+def test_residual_on_a_vla_reads_its_perception_and_its_own_demos(tmp_path):
+    """The residual on a tiny VLA (cameras, instruction, auxiliary state head): its features
+    hold the VLA's estimate of the scene, its demo buffer the VLA's demos (instructions
+    tokenised for the base's replans), and the checkpoint evaluates through robotrl eval."""
+    store = tmp_path / "tabletop.zarr"
+    collect = ["task=tabletop_seen", "device=expert", "episodes=2", f"out={store}", "viewer=off"]
+    run_collect(compose("collect", [*collect, "cameras=[table]", "image_size=[32,32]"]))
+    bc = run_train_bc(
+        compose(
+            "train_bc",
+            [
+                f"dataset={store}",
+                "policy=vla",
+                "cameras=[table]",
+                "image_size=[32,32]",
+                "obs_keys=[state/ee_pos,state/gripper]",
+                "aux_keys=[state/target_pos,state/pad_pos]",
+                "obs_horizon=1",
+                "steps=2",
+                "batch_size=8",
+                "eval_episodes=0",
+                "videos=0",
+                "policy_kwargs={dim: 32, trunk_layers: 1, expert_layers: 1}",
+                f"output_dir={tmp_path}",
+                "progress=false",
+            ],
+        )
+    )
+    overrides = [
+        f"checkpoint={bc['checkpoint']}",
+        f"demos={store}",
+        "features=perception",
+        "task=tabletop:place/green",
+        "videos=0",
+        f"output_dir={tmp_path}",
+        *TINY,
+    ]
+    out = run_train_rl(compose("train_rl", overrides))
+    assert out["env_steps"] == 120 and out["task"] == "tabletop:place/green"
+    agent, meta = load_agent(out["checkpoint"])
+    assert meta["features"] == "perception"
+    assert agent.cfg.hidden == 32
+    policy, _ = load_residual_policy(out["checkpoint"])
+    assert isinstance(policy.featurizer, PerceptionFeaturizer)
+    assert policy.featurizer.dim == policy.featurizer.state.dim + 3 + 3  # + the two estimates
+    with pytest.raises(ValueError, match="features=perception is for algo=residual or dsrl"):
+        run_train_rl(compose("train_rl", [*overrides, "algo=rlpd"]))
 
 
 def test_cli_errors(tmp_path, base_and_demos, capsys):

@@ -27,6 +27,7 @@ from tqdm.auto import tqdm
 from robotrl.algos.residual import ResidualAgent, ResidualConfig, StateFeaturizer
 from robotrl.algos.residual_policy import ResidualPolicy
 from robotrl.algos.residual_rollout import Intervener, ResidualRollout, ResidualTransition
+from robotrl.chunk_runner import LANGUAGE_KEY, policy_keys
 from robotrl.datasets import EpisodeStore, MixedReplay, ReplayBuffer
 from robotrl.datasets.replay_buffer import concat_batches
 from robotrl.evaluation import evaluate, evaluate_vector
@@ -117,14 +118,20 @@ def demo_buffer(
         n_step=cfg.n_step,
         gamma=cfg.gamma,
     )
-    keys = [*base.config["state_dims"], *base.config.get("image_keys", [])]
-    needed = list(dict.fromkeys([*keys, *featurizer.keys]))
+    keys = policy_keys(base)  # its state entries, cameras, and the instruction for a VLA
+    raw = getattr(featurizer, "raw_keys", featurizer.keys)  # a perception featurizer's too
+    needed = [k for k in dict.fromkeys([*keys, *raw]) if k != LANGUAGE_KEY]
     for full in store.episodes(None if episodes is None else [int(i) for i in episodes]):
         t_len = len(full["action"])
         obs_seq = [{k: full[k][t] for k in needed} for t in range(t_len)]
         obs_seq.append({k: np.asarray(full["final_obs"][k]) for k in needed})
-        base_actions = _replanned_base_actions(base, obs_seq, keys)
-        feats = featurizer({k: np.stack([o[k] for o in obs_seq]) for k in featurizer.keys})
+        base_actions = _replanned_base_actions(base, obs_seq, keys, str(full["language"]))
+        feats = featurizer(
+            {
+                **{k: np.stack([o[k] for o in obs_seq]) for k in raw if k != LANGUAGE_KEY},
+                LANGUAGE_KEY: np.array([str(full["language"])] * len(obs_seq)),
+            }
+        )
         terminated = bool(full["terminated"])
         for t in range(t_len):
             last = t == t_len - 1
@@ -146,16 +153,20 @@ def demo_buffer(
 
 @torch.no_grad()
 def _replanned_base_actions(
-    base: Any, obs_seq: Sequence[Mapping[str, np.ndarray]], keys: Sequence[str]
+    base: Any, obs_seq: Sequence[Mapping[str, np.ndarray]], keys: Sequence[str], language: str
 ) -> np.ndarray:
-    """(T, Da) first action of a chunk planned at every step of a sequence (edge-padded)."""
+    """(T, Da) first action of a chunk planned at every step of a sequence (edge-padded);
+    ``language``: the episode's instruction (read when ``keys`` hold it)."""
     to = base.obs_horizon
     idx = np.clip(np.arange(len(obs_seq))[:, None] + np.arange(-to + 1, 1)[None], 0, None)
-    stacked = {k: np.stack([o[k] for o in obs_seq]) for k in keys}
+    stacked = {k: np.stack([o[k] for o in obs_seq]) for k in keys if k != LANGUAGE_KEY}
     out = []
     for start in range(0, len(obs_seq), 256):
         rows = idx[start : start + 256]
         batch = {k: torch.from_numpy(v[rows]) for k, v in stacked.items()}
+        if LANGUAGE_KEY in keys:
+            ids, _ = base.tokenizer.encode_batch([language] * len(rows))
+            batch[LANGUAGE_KEY] = torch.from_numpy(ids)
         out.append(base.predict_chunk(batch)[:, 0].cpu().numpy())
     return np.concatenate(out).astype(np.float32)
 

@@ -13,6 +13,7 @@ from policies.checkpoint import load_policy
 from policies.registry import set_noise_scale
 from robotrl.algos.hil import DeviceIntervener, ScriptedHuman
 from robotrl.algos.online_risk import OnlineRiskLearner
+from robotrl.algos.perception_features import PerceptionFeaturizer
 from robotrl.algos.residual import ResidualConfig, StateFeaturizer, feature_stats, save_agent
 from robotrl.algos.residual_policy import ResidualPolicy, ZeroPolicy
 from robotrl.algos.residual_training import (
@@ -114,8 +115,12 @@ ROLES = ("single", "learner", "actor", "split")
 
 def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
 
-    if cfg.features != "state" and cfg.algo != "dsrl":
-        raise ValueError(f"features={cfg.features} is for algo=dsrl (algo={cfg.algo} reads state)")
+    if cfg.features not in ("state", "perception"):
+        raise ValueError(f"features must be 'state' or 'perception', got {cfg.features!r}")
+    if cfg.features == "perception" and cfg.algo not in ("residual", "dsrl"):
+        raise ValueError(
+            f"features=perception is for algo=residual or dsrl (algo={cfg.algo} reads state)"
+        )
     if cfg.algo in FLOW_ALGOS:
         return run_flow_pg(cfg)
     if cfg.algo == "dsrl":
@@ -176,7 +181,9 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
         else (None, None)
     )
     stats = feature_stats(keys, base, demos_store, intact)
-    featurizer = StateFeaturizer(keys, stats)
+    featurizer: StateFeaturizer | PerceptionFeaturizer = StateFeaturizer(keys, stats)
+    if cfg.features == "perception":  # + the base VLA's estimate of the scene from its cameras
+        featurizer = PerceptionFeaturizer(featurizer, base)
     rcfg = ResidualConfig(**OmegaConf.to_object(cfg.residual))
     name = cfg.name if cfg.role == "single" else f"{cfg.name}-{cfg.role}"
     run_dir = make_run_dir(cfg.output_dir, name)
@@ -202,6 +209,7 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
         "from_scratch": cfg.algo == "rlpd",
         "task": task,
         "obs_keys": keys,
+        "features": str(cfg.features),
         "execute_horizon": te,
         "featurizer": {
             k: {s: np.asarray(v).tolist() for s, v in st.items() if s in ("mean", "std")}
