@@ -152,3 +152,39 @@ def test_progress_bar_counts_env_steps_and_shows_each_phase(monkeypatch):
         "train",
     ]
     assert bar.postfix.endswith(f"success={res.evaluations[-1]['success_rate']:.2f}")
+
+
+@pytest.mark.parametrize(
+    ("rates", "keep_best", "kept"),
+    [
+        ([0.2, 0.5, 0.3, 0.5, 0.1], True, 3),  # the latest of the best evaluations
+        ([0.5, 0.2, 0.1, 0.4, 0.3], True, 0),  # nothing beat the base: the zero residual
+        ([0.2, 0.5, 0.3, 0.5, 0.1], False, 4),  # the last agent
+    ],
+)
+def test_the_agent_kept_is_the_one_of_the_best_evaluation(monkeypatch, rates, keep_best, kept):
+    import robotrl.algos.residual_training as rt
+
+    seen, scores = [], iter(rates)
+
+    def scripted_evaluation(agent, *args, **kwargs):
+        seen.append({k: v.clone() for k, v in agent.state_dict().items()})
+        return {"success_rate": next(scores)}
+
+    monkeypatch.setattr(rt, "evaluate_residual", scripted_evaluation)
+    train = TrainConfig(
+        total_steps=200, warmup_steps=20, critic_warmup_updates=5, eval_every=50,
+        eval_episodes=1, keep_best=keep_best,
+    )  # fmt: skip
+    res = train_residual(
+        BiasedPointBase(), PointGoal, _feat(), _cfg(), train, execute_horizon=1, progress=False
+    )
+    assert len(seen) == 5 and res.kept_step == 50 * kept
+    final = res.agent.state_dict()
+    for k, v in seen[kept].items():
+        np.testing.assert_array_equal(final[k].numpy(), v.numpy())
+    if kept == 0:  # the base: the actor's last layer is still zero
+        np.testing.assert_array_equal(res.agent.actor[-1].weight.detach().numpy(), 0.0)
+    else:
+        last = [k for k in final if k.startswith("actor.") and k.endswith("weight")][-1]
+        assert not np.array_equal(final[last].numpy(), seen[0][last].numpy())

@@ -46,6 +46,8 @@ class TrainConfig:
         eval_every: env steps between evaluations. eval_episodes: episodes per evaluation.
         eval_seed: first evaluation seed. buffer_size: online capacity. seed: all RNGs.
         target_success: stop early once an evaluation reaches it (None: run to the end).
+        keep_best: the agent returned is the one of the best evaluation (the latest among
+            equals; the zero residual, i.e. the base, when nothing beat it); False: the last.
     """
 
     total_steps: int = 20_000
@@ -58,6 +60,7 @@ class TrainConfig:
     buffer_size: int = 200_000
     seed: int = 0
     target_success: float | None = None
+    keep_best: bool = True
     realtime_hz: float = 0.0
 
 
@@ -69,6 +72,7 @@ class TrainResult:
     env_steps: int = 0
     wall_s: float = 0.0
     steps_to_target: int | None = None
+    kept_step: int = 0  # env steps at the evaluation whose agent was kept
 
 
 def check_budget(total_steps: int, warmup_steps: int, eval_every: int = 0) -> None:
@@ -327,6 +331,7 @@ def train_residual(
 
     critic_warm = False
     last_logs: dict[str, float] = {}
+    best: dict[str, torch.Tensor] = {}  # the agent's weights at the best evaluation
     tick = time.perf_counter()
 
     def evaluate_now() -> None:
@@ -352,6 +357,9 @@ def train_residual(
         result.evaluations.append(row)
         if logger is not None:
             logger.log(**row)
+        if ev["success_rate"] >= max(e["success_rate"] for e in result.evaluations):
+            best.update({k: v.detach().clone() for k, v in agent.state_dict().items()})
+            result.kept_step = rollout.env_steps
         show(phase=phase, success=f"{ev['success_rate']:.2f}")
         if (
             result.steps_to_target is None
@@ -396,6 +404,10 @@ def train_residual(
                 break
     bar.close()
     rollout.close()
+    if train.keep_best:
+        agent.load_state_dict(best)
+    else:
+        result.kept_step = rollout.env_steps
     result.env_steps = rollout.env_steps
     result.wall_s = time.perf_counter() - start
     return result
