@@ -7,7 +7,7 @@ import pytest
 
 from policies.checkpoint import load_policy
 from robotrl.cli import compose
-from robotrl.commands.quickstart import run_quickstart
+from robotrl.commands.quickstart import run_quickstart, weakest_family
 
 
 @pytest.mark.slow
@@ -80,8 +80,22 @@ def test_the_vla_recipe_runs_every_stage_and_reports_per_family(tmp_path):
         p for p in Path(s["run_dir"]).glob("**/checkpoint") if "train-bc" in str(p.parent)
     ]
     assert load_policy(bc_checkpoint)[1]["execute_horizon"] == 12
-    for split in ("seen", "held_out", "seen_after_rl"):
+    for split in ("seen", "held_out", "family_before_rl", "family_after_rl"):
         assert 0.0 <= s[split]["success"] <= 1.0 and s[split]["families"]
     assert set(s["held_out"]["families"]) <= {"lift/blue", "place/green"}
+    # RL trains on the weakest family alone; before and after are that family only
+    rates = {**s["seen"]["families"], **s["held_out"]["families"]}
+    assert rates[s["rl_family"]] == min(rates.values())
+    assert set(s["family_before_rl"]["families"]) == {s["rl_family"]}
+    assert set(s["family_after_rl"]["families"]) == {s["rl_family"]}
+    assert s["rl_kept_step"] in (0, 160)
     text = Path(s["report"]).read_text()
     assert "| seen | all |" in text and "| held out | all |" in text
+    assert f"## Residual RL on the weakest family, {s['rl_family']}" in text
+
+
+def test_the_weakest_family_is_the_lowest_over_both_splits():
+    seen, held_out = {"lift/red": 0.9, "place/red": 0.5}, {"place/green": 0.5, "lift/blue": 0.7}
+    assert weakest_family(seen, held_out) == "place/green"  # the first by name among equals
+    with pytest.raises(ValueError, match="no family"):
+        weakest_family({}, {})
