@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from tiny_vla import TABLETOP_VLA_BC
 
 from policies.checkpoint import load_policy
 from robotrl.cli import compose, main
@@ -152,20 +153,13 @@ def test_vla_trains_on_images_and_instructions_and_evaluates(tmp_path, capsys):
             ],
         )
     )
+    # eval_episodes=0 in TABLETOP_VLA_BC: the video rollout still runs it in the env
     overrides = [
         f"dataset={store}",
-        "policy=vla",
-        "cameras=[table]",
-        "image_size=[32,32]",
-        "obs_keys=[state/ee_pos,state/gripper]",
-        "aux_keys=[state/target_pos,state/pad_pos]",
-        "obs_horizon=1",
+        *TABLETOP_VLA_BC,
         "steps=4",
         "batch_size=8",
-        "eval_episodes=0",  # the video rollout still runs it in the env
-        "policy_kwargs={dim: 32, trunk_layers: 1, expert_layers: 1}",
         f"output_dir={tmp_path}",
-        "progress=false",
         "val_ratio=0.25",
     ]
     out = run_train_bc(compose("train_bc", overrides))

@@ -4,6 +4,7 @@ import json
 
 import pytest
 from tiny_reach import reach_demos, tiny_checkpoint
+from tiny_vla import TABLETOP_VLA_BC
 
 from robotrl.algos.perception_features import PerceptionFeaturizer
 from robotrl.algos.residual import load_agent
@@ -112,34 +113,15 @@ def test_rlpd_learns_from_scratch_on_a_zero_base(tmp_path, base_and_demos):
 
 
 @pytest.mark.slow
-def test_residual_on_a_vla_reads_its_perception_and_its_own_demos(tmp_path):
+def test_residual_on_a_vla_reads_its_perception_and_its_own_demos(tmp_path, capsys):
     """The residual on a tiny VLA (cameras, instruction, auxiliary state head): its features
     hold the VLA's estimate of the scene, its demo buffer the VLA's demos (instructions
     tokenised for the base's replans), and the checkpoint evaluates through robotrl eval."""
     store = tmp_path / "tabletop.zarr"
     collect = ["task=tabletop_seen", "device=expert", "episodes=2", f"out={store}", "viewer=off"]
     run_collect(compose("collect", [*collect, "cameras=[table]", "image_size=[32,32]"]))
-    bc = run_train_bc(
-        compose(
-            "train_bc",
-            [
-                f"dataset={store}",
-                "policy=vla",
-                "cameras=[table]",
-                "image_size=[32,32]",
-                "obs_keys=[state/ee_pos,state/gripper]",
-                "aux_keys=[state/target_pos,state/pad_pos]",
-                "obs_horizon=1",
-                "steps=2",
-                "batch_size=8",
-                "eval_episodes=0",
-                "videos=0",
-                "policy_kwargs={dim: 32, trunk_layers: 1, expert_layers: 1}",
-                f"output_dir={tmp_path}",
-                "progress=false",
-            ],
-        )
-    )
+    bc_args = [f"dataset={store}", *TABLETOP_VLA_BC, "steps=2", "batch_size=8", "videos=0"]
+    bc = run_train_bc(compose("train_bc", [*bc_args, f"output_dir={tmp_path}"]))
     overrides = [
         f"checkpoint={bc['checkpoint']}",
         f"demos={store}",
@@ -157,6 +139,11 @@ def test_residual_on_a_vla_reads_its_perception_and_its_own_demos(tmp_path):
     policy, _ = load_residual_policy(out["checkpoint"])
     assert isinstance(policy.featurizer, PerceptionFeaturizer)
     assert policy.featurizer.dim == policy.featurizer.state.dim + 3 + 3  # + the two estimates
+    evaluation = ["eval", f"checkpoint={out['checkpoint']}", "episodes=1", "videos=0"]
+    rc = main([*evaluation, "progress=false", f"output_dir={tmp_path}"])
+    assert rc == 0
+    res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert res["task"] == "tabletop:place/green" and set(res["families"]) == {"place/green"}
     with pytest.raises(ValueError, match="features=perception is for algo=residual or dsrl"):
         run_train_rl(compose("train_rl", [*overrides, "algo=rlpd"]))
 

@@ -44,3 +44,17 @@ def tiny_vla(
         vocab=WordTokenizer.from_texts(list(texts)).vocab,
         **args,
     )
+
+
+# train-bc overrides of a tiny VLA on a tabletop store with the table camera at 32 x 32 px
+TABLETOP_VLA_BC = [
+    "policy=vla",
+    "cameras=[table]",
+    "image_size=[32,32]",
+    "obs_keys=[state/ee_pos,state/gripper]",
+    "aux_keys=[state/target_pos,state/pad_pos]",
+    "obs_horizon=1",
+    "eval_episodes=0",
+    "policy_kwargs={dim: 32, trunk_layers: 1, expert_layers: 1}",
+    "progress=false",
+]
