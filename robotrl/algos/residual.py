@@ -121,6 +121,11 @@ class StateFeaturizer:
     def dim(self) -> int:
         return int(self.mean.shape[0])
 
+    @property
+    def raw_keys(self) -> list[str]:
+        """The observation entries :meth:`__call__` reads."""
+        return self.keys
+
     def __call__(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
         """(..., O) float32 features of one observation (or a batch with leading dims)."""
         x = np.concatenate([np.asarray(obs[k], np.float32) for k in self.keys], axis=-1)

@@ -123,7 +123,7 @@ def demo_buffer(
         gamma=cfg.gamma,
     )
     keys = policy_keys(base)  # its state entries, cameras, and the instruction for a VLA
-    raw = getattr(featurizer, "raw_keys", featurizer.keys)  # a perception featurizer's too
+    raw = featurizer.raw_keys  # a perception featurizer's hold cameras and the instruction
     needed = [k for k in dict.fromkeys([*keys, *raw]) if k != LANGUAGE_KEY]
     for full in store.episodes(None if episodes is None else [int(i) for i in episodes]):
         t_len = len(full["action"])
