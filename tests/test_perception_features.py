@@ -10,7 +10,7 @@ import torch
 from tiny_vla import tiny_vla
 
 from robotrl.algos.dsrl import DSRLAgent, DSRLConfig, SteeredPolicy
-from robotrl.algos.perception_features import PerceptionFeaturizer
+from robotrl.algos.perception_features import PerceptionFeaturizer, featurizer_for
 from robotrl.algos.residual import StateFeaturizer
 
 TEXTS = ["lift the red cube", "lift the blue cube"]
@@ -94,3 +94,11 @@ def test_a_dsrl_checkpoint_on_perception_rebuilds_its_featurizer(tmp_path):
     assert isinstance(steered.featurizer, PerceptionFeaturizer)
     obs = _raw(2)
     np.testing.assert_allclose(steered.featurizer(obs), feat(obs), atol=1e-6)
+
+
+def test_the_features_setting_chooses_the_featurizer():
+    state = StateFeaturizer(["state/x"], STATS)
+    assert featurizer_for("state", state, _vla()) is state
+    assert isinstance(featurizer_for("perception", state, _vla()), PerceptionFeaturizer)
+    with pytest.raises(ValueError, match="features must be one of"):
+        featurizer_for("pixels", state, _vla())

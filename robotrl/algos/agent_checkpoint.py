@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from policies.checkpoint import CheckpointError, load_policy
-from robotrl.algos.perception_features import PerceptionFeaturizer
+from robotrl.algos.perception_features import featurizer_for
 from robotrl.algos.residual import StateFeaturizer
 
 
@@ -73,9 +73,8 @@ def load_context(
     missing = [k for k in ("obs_keys", "featurizer", "execute_horizon") if k not in meta]
     if missing:
         raise CheckpointError(f"{directory}: the {what}'s metadata lacks {missing}")
-    featurizer: Any = StateFeaturizer(meta["obs_keys"], meta["featurizer"])
-    if meta.get("features", "state") == "perception":  # + the base's perceived task state
-        featurizer = PerceptionFeaturizer(featurizer, base)
+    state = StateFeaturizer(meta["obs_keys"], meta["featurizer"])
+    featurizer = featurizer_for(meta.get("features", "state"), state, base)
     if featurizer.dim != obs_dim:
         raise CheckpointError(
             f"{directory}: {featurizer.dim} features from obs_keys, the agent reads {obs_dim}"

@@ -19,6 +19,22 @@ import torch
 from policies.tokenizer import LANGUAGE_KEY
 from robotrl.algos.residual import StateFeaturizer
 
+FEATURES = ("state", "perception")  # what an RL agent on a base may read (``features=``)
+
+
+def featurizer_for(
+    features: str, state: StateFeaturizer, policy: Any
+) -> StateFeaturizer | PerceptionFeaturizer:
+    """The featurizer of a ``features`` setting: ``state`` itself, or ``perception``: a
+    :class:`PerceptionFeaturizer` of ``policy`` over it.
+
+    Raises:
+        ValueError: an unknown ``features``, or a policy that does not perceive.
+    """
+    if features not in FEATURES:
+        raise ValueError(f"features must be one of {FEATURES}, got {features!r}")
+    return PerceptionFeaturizer(state, policy) if features == "perception" else state
+
 
 class PerceptionFeaturizer:
     """State features (O_s) + the policy's perceived state (A): (..., O_s + A) float32.

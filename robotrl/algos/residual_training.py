@@ -164,13 +164,18 @@ def _replanned_base_actions(
     to = base.obs_horizon
     idx = np.clip(np.arange(len(obs_seq))[:, None] + np.arange(-to + 1, 1)[None], 0, None)
     stacked = {k: np.stack([o[k] for o in obs_seq]) for k in keys if k != LANGUAGE_KEY}
+    # one instruction per episode, tokenised once: (1, L) ids
+    ids = (
+        torch.from_numpy(base.tokenizer.encode_batch([language])[0])
+        if LANGUAGE_KEY in keys
+        else None
+    )
     out = []
     for start in range(0, len(obs_seq), 256):
         rows = idx[start : start + 256]
         batch = {k: torch.from_numpy(v[rows]) for k, v in stacked.items()}
-        if LANGUAGE_KEY in keys:
-            ids, _ = base.tokenizer.encode_batch([language] * len(rows))
-            batch[LANGUAGE_KEY] = torch.from_numpy(ids)
+        if ids is not None:
+            batch[LANGUAGE_KEY] = ids.expand(len(rows), -1)
         out.append(base.predict_chunk(batch)[:, 0].cpu().numpy())
     return np.concatenate(out).astype(np.float32)
 
@@ -331,7 +336,7 @@ def train_residual(
 
     critic_warm = False
     last_logs: dict[str, float] = {}
-    best: dict[str, torch.Tensor] = {}  # the agent's weights at the best evaluation
+    best: dict[str, torch.Tensor] = {}  # the agent's weights at the best evaluation (keep_best)
     tick = time.perf_counter()
 
     def evaluate_now() -> None:
@@ -357,7 +362,9 @@ def train_residual(
         result.evaluations.append(row)
         if logger is not None:
             logger.log(**row)
-        if ev["success_rate"] >= max(e["success_rate"] for e in result.evaluations):
+        if train.keep_best and ev["success_rate"] >= max(
+            e["success_rate"] for e in result.evaluations
+        ):
             best.update({k: v.detach().clone() for k, v in agent.state_dict().items()})
             result.kept_step = rollout.env_steps
         show(phase=phase, success=f"{ev['success_rate']:.2f}")

@@ -13,7 +13,7 @@ import sim
 from policies.checkpoint import load_policy
 from robotrl.algos.dsrl import DSRLConfig, SteeredPolicy, save_dsrl
 from robotrl.algos.dsrl_training import DSRLTrainConfig, train_dsrl
-from robotrl.algos.perception_features import PerceptionFeaturizer
+from robotrl.algos.perception_features import featurizer_for
 from robotrl.algos.residual import StateFeaturizer, feature_stats
 from robotrl.algos.residual_training import check_budget
 from robotrl.datasets.episode_store import open_intact
@@ -69,11 +69,7 @@ def run_dsrl(cfg: DictConfig) -> dict[str, Any]:
     if extra:  # the agent sees the observation window the base is planning from
         raise ValueError(f"algo=dsrl reads the base's state keys only; {extra} are not among them")
     state, stats = state_featurizer(cfg, base)
-    featurizer: StateFeaturizer | PerceptionFeaturizer = state
-    if cfg.features == "perception":  # + the base VLA's estimate of the scene from its cameras
-        featurizer = PerceptionFeaturizer(state, base)
-    elif cfg.features != "state":
-        raise ValueError(f"features must be 'state' or 'perception', got {cfg.features!r}")
+    featurizer = featurizer_for(str(cfg.features), state, base)
     run_dir = make_run_dir(cfg.output_dir, cfg.name)
     save_config(cfg, run_dir)
     logger = MetricsLogger(run_dir / "metrics.csv")

@@ -293,7 +293,6 @@ VLA_AUX_KEYS = [
 ]  # fmt: skip
 VLA_POLICY = {"expert_input": "state", "aux_input": "grounded", "expert": "mlp", "image_shift": 2}
 VLA_CAMERAS = ["table", "wrist"]
-EVAL_SEED = 100_000  # robotrl eval's first episode seed (RL's evaluations start there too)
 FRESH_SEED = 200_000  # before / after RL: episodes none of RL's evaluations saw
 
 
@@ -336,13 +335,14 @@ def run_vla_recipe(cfg: DictConfig) -> dict[str, Any]:
     )  # fmt: skip
 
     def evaluate(
-        name: str, checkpoint: str, task: str, videos: int, seed: int = EVAL_SEED
-    ) -> dict[str, Any]:
+        name: str, checkpoint: str, task: str, videos: int, seed: int | None = None
+    ) -> dict[str, Any]:  # seed None: robotrl eval's own first seed (RL's evaluations' too)
+        first = {} if seed is None else {"seed": seed}
         return _stage(
             name,
             "eval",
             {**common, "checkpoint": checkpoint, "task": task, "episodes": v.eval_episodes,
-             "videos": videos, "video_size": [240, 320], "seed": seed},
+             "videos": videos, "video_size": [240, 320], **first},
         )  # fmt: skip
 
     seen = evaluate("evaluate: seen families", bc["checkpoint"], "tabletop_seen", cfg.videos)

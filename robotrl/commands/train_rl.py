@@ -13,7 +13,7 @@ from policies.checkpoint import load_policy
 from policies.registry import set_noise_scale
 from robotrl.algos.hil import DeviceIntervener, ScriptedHuman
 from robotrl.algos.online_risk import OnlineRiskLearner
-from robotrl.algos.perception_features import PerceptionFeaturizer
+from robotrl.algos.perception_features import featurizer_for
 from robotrl.algos.residual import ResidualConfig, StateFeaturizer, feature_stats, save_agent
 from robotrl.algos.residual_policy import ResidualPolicy, ZeroPolicy
 from robotrl.algos.residual_training import (
@@ -115,9 +115,7 @@ ROLES = ("single", "learner", "actor", "split")
 
 def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
 
-    if cfg.features not in ("state", "perception"):
-        raise ValueError(f"features must be 'state' or 'perception', got {cfg.features!r}")
-    if cfg.features == "perception" and cfg.algo not in ("residual", "dsrl"):
+    if cfg.features != "state" and cfg.algo not in ("residual", "dsrl"):
         raise ValueError(
             f"features=perception is for algo=residual or dsrl (algo={cfg.algo} reads state)"
         )
@@ -181,9 +179,7 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
         else (None, None)
     )
     stats = feature_stats(keys, base, demos_store, intact)
-    featurizer: StateFeaturizer | PerceptionFeaturizer = StateFeaturizer(keys, stats)
-    if cfg.features == "perception":  # + the base VLA's estimate of the scene from its cameras
-        featurizer = PerceptionFeaturizer(featurizer, base)
+    featurizer = featurizer_for(str(cfg.features), StateFeaturizer(keys, stats), base)
     rcfg = ResidualConfig(**OmegaConf.to_object(cfg.residual))
     name = cfg.name if cfg.role == "single" else f"{cfg.name}-{cfg.role}"
     run_dir = make_run_dir(cfg.output_dir, name)
