@@ -13,8 +13,9 @@ base's own demos.
 
 ``run`` trains every (method, base, seed) with ``robotrl train-rl`` (defaults plus the method's
 overrides, sparse task reward), then re-evaluates its final policy on 100 fresh episodes
-(``robotrl eval``, Wilson 95 % interval). ``jobs`` runs in parallel with one torch thread each.
-Finished cells are skipped on a rerun (``results.jsonl``).
+(``robotrl eval``, Wilson 95 % interval; seeds from 200 000, which no training evaluation saw).
+``jobs`` runs in parallel with one torch thread each. Finished cells are skipped on a rerun
+(``results.jsonl``).
 
 ``table`` aggregates ``results.jsonl`` into a markdown table (mean over seeds; env steps to 80 %
 and 90 % in the 20-episode training evaluations, the re-evaluation with its interval, wall time)
@@ -42,10 +43,17 @@ BASES: dict[str, dict[str, Any]] = {
           "budget": 60_000},
     "c": {"same_as": "a", "backend": "pybullet", "budget": 20_000},
 }  # fmt: skip
+# the success classifier a robot would train (``robotrl train-reward``) for the ``*_clf``
+# methods: front-camera episodes of a noisy, biased expert (about half of them fail)
+CLASSIFIER: dict[str, dict[str, Any]] = {
+    "a": {"episodes": 90, "expert_noise": 0.5, "expert_bias": 0.3, "image_size": 64,
+          "seed": 1000},
+}  # fmt: skip
 # method -> train-rl overrides on top of the defaults
 METHODS: dict[str, list[str]] = {
     "residual": [],
     "hil": ["human=scripted"],
+    "hil_clf": ["human=scripted", "reward_classifier={classifier}"],
     "dsrl": ["algo=dsrl"],
     "flow_sde": ["algo=flow_sde"],
     "flow_noise": ["algo=flow_noise"],
@@ -65,12 +73,14 @@ METHODS: dict[str, list[str]] = {
 LABELS = {
     "residual": "residual (ResFiT)",
     "hil": "residual + scripted human (HIL)",
+    "hil_clf": "HIL, reward from a success classifier",
     "dsrl": "DSRL (noise space)",
     "flow_sde": "Flow-SDE PPO",
     "flow_noise": "Flow-Noise PPO",
     "grpo": "GRPO",
     "rlpd": "RLPD-style from scratch (TD3 actor, same demos)",
 }
+FRESH_SEED = 200_000  # re-evaluations start here: episodes no training evaluation (100 000+) saw
 
 
 def _args(argv: Sequence[str]) -> tuple[str, dict[str, str]]:
@@ -137,7 +147,8 @@ def build_bases(out: Path, names: Sequence[str] = tuple(BASES)) -> dict[str, Any
             )  # fmt: skip
             entry = {**spec, "checkpoint": bc["checkpoint"], "demos_path": str(demos)}
         ev = _robotrl(
-            "eval", entry["checkpoint"], "episodes=100", "videos=0", "threads=1",
+            "eval", entry["checkpoint"], "episodes=100", f"seed={FRESH_SEED}", "videos=0",
+            "threads=1",
             f"backend={entry['backend']}", f"output_dir={out}", f"name=eval-base-{name}",
             log=out / f"eval_base_{name}.log",
         )  # fmt: skip
@@ -146,7 +157,31 @@ def build_bases(out: Path, names: Sequence[str] = tuple(BASES)) -> dict[str, Any
         done[name] = entry
         path.write_text(json.dumps(done, indent=1))
         print(json.dumps({"base": name, "success": ev["success_rate"]}), flush=True)
+    for name in sorted(wanted & set(CLASSIFIER)):
+        if "classifier" not in done[name]:
+            done[name]["classifier"] = build_classifier(out, name, done[name]["task"])
+            path.write_text(json.dumps(done, indent=1))
     return done
+
+
+def build_classifier(out: Path, name: str, task: str) -> str:
+    """Base ``name``'s success classifier (:data:`CLASSIFIER`): its checkpoint directory."""
+    spec = CLASSIFIER[name]
+    store = out / f"classifier_{name}.zarr"
+    if not store.exists():
+        size = spec["image_size"]
+        _robotrl(
+            "collect", f"task={task}", "device=expert", f"episodes={spec['episodes']}",
+            f"expert_noise={spec['expert_noise']}", f"expert_bias={spec['expert_bias']}",
+            f"seed={spec['seed']}", "cameras=[front]", f"image_size=[{size},{size}]",
+            f"out={store}", log=out / f"collect_classifier_{name}.log",
+        )  # fmt: skip
+    fit = _robotrl(
+        "train-reward", f"dataset={store}", "cameras=[front]", f"output_dir={out}",
+        f"name=classifier-{name}", log=out / f"classifier_{name}.log",
+    )  # fmt: skip
+    print(json.dumps({"classifier": name, "test": fit["test"]}), flush=True)
+    return str(fit["checkpoint"])
 
 
 def run_cell(out: Path, bases: dict[str, Any], method: str, base: str, seed: int) -> dict[str, Any]:
@@ -157,10 +192,10 @@ def run_cell(out: Path, bases: dict[str, Any], method: str, base: str, seed: int
         "train-rl", f"checkpoint={spec['checkpoint']}", f"demos={spec['demos_path']}",
         f"backend={spec['backend']}", f"total_steps={spec['budget']}", f"seed={seed}",
         "threads=1", "videos=0", f"output_dir={out / 'runs'}", f"name={name}",
-        *METHODS[method], log=out / f"{name}.log",
+        *(o.format(**spec) for o in METHODS[method]), log=out / f"{name}.log",
     )  # fmt: skip
     ev = _robotrl(
-        "eval", res["checkpoint"], "episodes=100", "videos=0", "threads=1",
+        "eval", res["checkpoint"], "episodes=100", f"seed={FRESH_SEED}", "videos=0", "threads=1",
         f"backend={spec['backend']}", f"output_dir={out / 'runs'}", f"name=eval-{name}",
         log=out / f"eval_{name}.log",
     )  # fmt: skip
@@ -197,6 +232,8 @@ def run_all(args: dict[str, str]) -> None:
     for m, b, _ in cells:
         if m not in METHODS or b not in bases:
             raise SystemExit(f"unknown method {m!r} or base {b!r}")
+        if any("{classifier}" in o for o in METHODS[m]) and "classifier" not in bases[b]:
+            raise SystemExit(f"method {m!r} needs a success classifier; base {b!r} has none")
 
     def one(cell: tuple[str, str, int]) -> None:
         t0 = time.perf_counter()

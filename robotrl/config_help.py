@@ -506,6 +506,10 @@ def _fits(kind: str, value: Any) -> bool:
     return isinstance(value, list)
 
 
+# keys whose default is one value but which also take one per element (their comments say so)
+PER_ELEMENT_LISTS = {("collect", "expert_bias"), ("dataset", "success")}
+
+
 def check_types(config_name: str, overrides: Sequence[str], cfg: DictConfig) -> None:
     """Raise :class:`ConfigKeyError` when an override's value is not of its default's type
     (``total_steps=abc``, ``residual.utd=1.5``, ``progress=maybe``), before any work starts."""
@@ -517,7 +521,15 @@ def check_types(config_name: str, overrides: Sequence[str], cfg: DictConfig) -> 
         if o.value is None or o.path not in defaults or o.path not in values:
             continue
         kind = _kind(defaults[o.path])
-        if kind is not None and not _fits(kind, values[o.path]):
+        value = values[o.path]
+        if kind is not None and (config_name, o.path) in PER_ELEMENT_LISTS:
+            elements = value if isinstance(value, list) else [value]
+            if not all(_fits(kind, v) for v in elements):
+                raise ConfigKeyError(
+                    f"{o.path}={o.value}: expected {kind} or a list of them "
+                    f"(default {defaults[o.path]!r})"
+                )
+        elif kind is not None and not _fits(kind, value):
             raise ConfigKeyError(
                 f"{o.path}={o.value}: expected {kind} (default {defaults[o.path]!r})"
             )

@@ -95,6 +95,18 @@ def test_overrides_of_the_right_type_pass() -> None:
     assert cfg.residual.actor_lr == 1 and cfg.target_success is None
 
 
+def test_keys_that_say_so_take_one_value_per_element() -> None:
+    from robotrl.config_help import ConfigKeyError, compose
+
+    cfg = compose("collect", ["expert_bias=[0,0.4,0,0,0,0,0]"])
+    assert list(cfg.expert_bias) == [0, 0.4, 0, 0, 0, 0, 0]
+    assert compose("collect", ["expert_bias=0.3"]).expert_bias == 0.3
+    with pytest.raises(ConfigKeyError, match=re.escape("expected a number or a list of them")):
+        compose("collect", ["expert_bias=[0,x]"])
+    with pytest.raises(ConfigKeyError, match="expected a number \\(default"):  # others: one
+        compose("train_rl", ["checkpoint=x", "warmup_noise=[0.1]"])
+
+
 @pytest.mark.parametrize(
     "cls",
     [

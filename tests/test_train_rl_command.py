@@ -148,6 +148,50 @@ def test_residual_on_a_vla_reads_its_perception_and_its_own_demos(tmp_path, caps
         run_train_rl(compose("train_rl", [*overrides, "algo=rlpd"]))
 
 
+def _constant_classifier(path, logit):
+    """A reward classifier of one 8x8 front camera whose verdict is ``logit`` everywhere."""
+    import torch
+
+    from robotrl.algos.reward_classifier import RewardClassifier, save_reward_classifier
+
+    clf = RewardClassifier(["images/front"], image_size=(8, 8), feature_dim=4, hidden=8)
+    with torch.no_grad():
+        clf.head[-1].weight.zero_()
+        clf.head[-1].bias.fill_(logit)
+    return save_reward_classifier(clf, path)
+
+
+@pytest.mark.slow
+def test_the_training_reward_comes_from_a_reward_classifier(tmp_path, base_and_demos):
+    # it always fires: every training episode ends at its first step with reward 1 and a
+    # success, while the evaluations keep the task's own success and episode ends
+    ckpt, store = base_and_demos
+    clf = _constant_classifier(tmp_path / "clf", 5.0)
+    out = run_train_rl(
+        compose(
+            "train_rl",
+            [f"checkpoint={ckpt}", f"demos={store}", f"reward_classifier={clf}", "videos=0",
+             f"output_dir={tmp_path}", *TINY],
+        )
+    )  # fmt: skip
+    episodes = read_csv(f"{out['run_dir']}/episodes.csv")
+    assert out["episodes"] == len(episodes) == out["env_steps"] == 120
+    assert all(e["length"] == 1 and e["success"] == 1.0 for e in episodes)
+    rows = read_csv(f"{out['run_dir']}/metrics.csv")
+    assert all(r["mean_length"] > 1 for r in rows)  # the task ends them, not the classifier
+    # one that never fires: no training episode ends early or succeeds
+    never = _constant_classifier(tmp_path / "never", -5.0)
+    out = run_train_rl(
+        compose(
+            "train_rl",
+            [f"checkpoint={ckpt}", f"reward_classifier={never}", "videos=0",
+             f"output_dir={tmp_path}", *TINY],
+        )
+    )  # fmt: skip
+    episodes = read_csv(f"{out['run_dir']}/episodes.csv")
+    assert episodes and not any(e["success"] for e in episodes)
+
+
 def test_cli_errors(tmp_path, base_and_demos, capsys):
     ckpt, _ = base_and_demos
     assert main(["train-rl", f"checkpoint={ckpt}", "algo=ppo", f"output_dir={tmp_path}"]) == 2
@@ -156,6 +200,11 @@ def test_cli_errors(tmp_path, base_and_demos, capsys):
         ["train-rl", f"checkpoint={ckpt}", "human=joystick9", f"output_dir={tmp_path}", *TINY]
     )
     assert rc == 2 and "available" in capsys.readouterr().err
+    clf = f"reward_classifier={tmp_path}"
+    assert main(["train-rl", f"checkpoint={ckpt}", clf, "algo=dsrl", *TINY]) == 2
+    assert "reward_classifier= is for algo=residual or rlpd" in capsys.readouterr().err
+    assert main(["train-rl", f"checkpoint={ckpt}", clf, "backend=ros2", *TINY]) == 2
+    assert "give ros2.reward_classifier=" in capsys.readouterr().err
     rc = main(["train-rl", f"checkpoint={ckpt}", f"output_dir={tmp_path}", "videos=0", *TINY])
     assert rc == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["algo"] == "residual"

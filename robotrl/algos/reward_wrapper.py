@@ -10,17 +10,19 @@ simulator's truth in sim), and the wrapper adds:
 - ``env_reward``: the reward the env returned.
 
 To mimic hardware in sim, build the env with ``terminate_on_success=False`` so that only the
-classifier ends episodes.
+classifier ends episodes: :func:`with_reward_classifier` builds such an env (``backend=ros2``
+with ``ros2.reward_classifier``; the training envs of ``robotrl train-rl reward_classifier=``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
 
-from robotrl.algos.reward_classifier import RewardClassifier
+from robotrl.algos.reward_classifier import RewardClassifier, load_reward_classifier
 
 
 class RewardClassifierWrapper(gym.Wrapper):
@@ -71,3 +73,46 @@ class RewardClassifierWrapper(gym.Wrapper):
         }
         terminated = bool(terminated or (self.terminate_on_success and fired))
         return obs, float(fired), terminated, bool(truncated), info
+
+
+class ClassifierSuccess(gym.Wrapper):
+    """``info["success"]`` from a reward classifier wrapper (what a robot without a task oracle
+    knows); the env's own verdict moves to ``info["oracle_success"]``. Exposes the sim's action
+    scales of the wrapped env."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        inner: Any = env.unwrapped
+        self.max_dpos, self.max_drot, self.control_hz = (
+            inner.max_dpos,
+            inner.max_drot,
+            inner.control_hz,
+        )
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        info = {
+            **info,
+            "oracle_success": bool(info.get("success", False)),
+            "success": bool(info["classifier_success"]),
+        }
+        return obs, reward, terminated, truncated, info
+
+
+def with_reward_classifier(
+    env_factory: Any, directory: str, cameras: Sequence[str], image_size: tuple[int, int]
+) -> gym.Env:
+    """``env_factory(cameras, image_size)`` observing what the classifier at ``directory``
+    reads, wrapped so that reward, termination and success follow the classifier."""
+
+    clf, _meta = load_reward_classifier(directory)
+    cams = [k.split("/", 1)[1] for k in clf.image_keys]
+    if cameras and tuple(image_size) != tuple(clf.image_size):
+        raise ValueError(
+            f"the policy's cameras are {tuple(image_size)}, the reward classifier's "
+            f"{tuple(clf.image_size)}: one image size per env"
+        )
+    env = env_factory(tuple(dict.fromkeys([*cameras, *cams])), tuple(clf.image_size))
+    # the classifier ends episodes, not the oracle (there is none on a real arm)
+    env.unwrapped.terminate_on_success = False
+    return ClassifierSuccess(RewardClassifierWrapper(env, clf, terminate_on_success=True))

@@ -22,6 +22,7 @@ from robotrl.algos.residual_training import (
     demo_buffer,
     train_residual,
 )
+from robotrl.algos.reward_wrapper import with_reward_classifier
 from robotrl.algos.safety_critic import SafetyCritic
 from robotrl.commands.dsrl import run_dsrl
 from robotrl.commands.flow_pg import FLOW_ALGOS, run_flow_pg
@@ -84,6 +85,31 @@ def _eval_envs(cfg: DictConfig, make_env: Any, backend: str) -> Any:
     return SlicedVectorEnv([make_env] * n)
 
 
+def _classifier_envs(
+    cfg: DictConfig, backend: str, kw: dict[str, Any], make_sim_env: Any
+) -> Any | None:
+    """``reward_classifier=``: a factory of training envs whose reward, episode ends and
+    ``info["success"]`` come from the classifier, as on a robot (the evaluations keep the task's
+    success); None without one."""
+    directory = cfg.get("reward_classifier")
+    if not directory:
+        return None
+    if backend == "ros2":
+        raise ValueError(
+            "backend=ros2: give ros2.reward_classifier=... (a robot has no task success: the "
+            "classifier then decides every episode, the evaluations' too)"
+        )
+    cameras = tuple(kw.get("cameras", ()))
+    size = tuple(kw.get("image_size", (96, 96)))
+
+    def make_train_env() -> Any:
+        return with_reward_classifier(
+            lambda cams, hw: make_sim_env(cameras=cams, image_size=hw), directory, cameras, size
+        )
+
+    return make_train_env
+
+
 def _online_risk(cfg: DictConfig) -> Any:
     """The online learner of the reflex's risk critic (continues from the exported weights)."""
 
@@ -119,6 +145,8 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
         raise ValueError(
             f"features=perception is for algo=residual or dsrl (algo={cfg.algo} reads state)"
         )
+    if cfg.get("reward_classifier") and cfg.algo not in ("residual", "rlpd"):
+        raise ValueError(f"reward_classifier= is for algo=residual or rlpd, not {cfg.algo}")
     if cfg.algo in FLOW_ALGOS:
         return run_flow_pg(cfg)
     if cfg.algo == "dsrl":
@@ -164,13 +192,18 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
     guards: list[Any] = []  # every guarded env's counters end up in the JSON
     online = _online_risk(cfg) if safety == "reflex" and cfg.get("safety_online", True) else None
 
-    def make_env() -> Any:
-        env = sim.make(task, **kw)
+    def make_sim_env(**override: Any) -> Any:
+        env = sim.make(task, **{**kw, **override})
         if getattr(env, "guard", None) is not None:
             guards.append(env.guard)
             if online is not None:
                 online.attach(env.guard)
         return env
+
+    def make_env() -> Any:  # evaluation (and scale-reading) envs: the task's own success
+        return make_sim_env()
+
+    make_train_env = _classifier_envs(cfg, backend, kw, make_sim_env) or make_env
 
     keys = list(cfg.obs_keys) if cfg.obs_keys else list(base.config["state_dims"])
     demos_store, intact = (
@@ -219,17 +252,19 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
     human = _human(cfg, task, make_env)
     if cfg.role == "actor":
         try:
-            return act(cfg, base, make_env, featurizer, rcfg, train, human, te, logger, run_dir)
+            return act(
+                cfg, base, make_train_env, featurizer, rcfg, train, human, te, logger, run_dir
+            )
         finally:
             if isinstance(human, DeviceIntervener):
                 human.device.stop()
-    vector_env = _vector_envs(cfg, make_env)
+    vector_env = _vector_envs(cfg, make_train_env)
     eval_venv = None
     try:
         eval_venv = _eval_envs(cfg, make_env, backend)
         result = train_residual(
             base,
-            make_env,
+            make_train_env,
             featurizer,
             rcfg,
             train,

@@ -44,8 +44,7 @@ from hardware.ros2.node_params import NodeConfig
 from hardware.ros2.robot_env import RosRobotEnv
 from hardware.ros2.topics import CONTROL_HZ, STATE_TIMEOUT_S, ConfigError
 from hardware.ros2.transport import Transport, make_transport
-from robotrl.algos.reward_classifier import load_reward_classifier
-from robotrl.algos.reward_wrapper import RewardClassifierWrapper
+from robotrl.algos.reward_wrapper import with_reward_classifier
 from sim.registry import task_horizon
 from sim.registry import task_observation_sizes as task_sizes
 
@@ -195,49 +194,6 @@ class RobotBackendEnv(RosRobotEnv):
             self.transport.close()
 
 
-class ClassifierSuccess(gym.Wrapper):
-    """``info["success"]`` from a reward classifier wrapper (what a robot without a task oracle
-    knows); the env's own verdict moves to ``info["oracle_success"]``. Exposes the sim's action
-    scales of the wrapped env."""
-
-    def __init__(self, env: gym.Env) -> None:
-        super().__init__(env)
-        inner: Any = env.unwrapped
-        self.max_dpos, self.max_drot, self.control_hz = (
-            inner.max_dpos,
-            inner.max_drot,
-            inner.control_hz,
-        )
-
-    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        info = {
-            **info,
-            "oracle_success": bool(info.get("success", False)),
-            "success": bool(info["classifier_success"]),
-        }
-        return obs, reward, terminated, truncated, info
-
-
-def with_reward_classifier(
-    env_factory: Any, directory: str, cameras: Sequence[str], image_size: tuple[int, int]
-) -> gym.Env:
-    """``env_factory(cameras, image_size)`` observing what the classifier at ``directory``
-    reads, wrapped so that reward, termination and success follow the classifier."""
-
-    clf, _meta = load_reward_classifier(directory)
-    cams = [k.split("/", 1)[1] for k in clf.image_keys]
-    if cameras and tuple(image_size) != tuple(clf.image_size):
-        raise ValueError(
-            f"the policy's cameras are {tuple(image_size)}, the reward classifier's "
-            f"{tuple(clf.image_size)}: one image size per env"
-        )
-    env = env_factory(tuple(dict.fromkeys([*cameras, *cams])), tuple(clf.image_size))
-    # the classifier ends episodes, not the oracle (there is none on a real arm)
-    env.unwrapped.terminate_on_success = False
-    return ClassifierSuccess(RewardClassifierWrapper(env, clf, terminate_on_success=True))
-
-
 def make_ros2(
     task: str,
     *,
@@ -291,10 +247,8 @@ def make_ros2(
 
 
 __all__ = [
-    "ClassifierSuccess",
     "RobotBackendEnv",
     "RobotEnvConfig",
     "load_config",
     "make_ros2",
-    "with_reward_classifier",
 ]
