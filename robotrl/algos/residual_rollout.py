@@ -145,6 +145,8 @@ class ResidualRollout:
             st["len"] += 1
             st["interventions"] += int(took_over)
             st["success"] |= bool(info.get("success"))
+            if "oracle_success" in info:  # a classifier's verdict is "success": the sim's truth
+                st["oracle_success"] = st.get("oracle_success", False) or info["oracle_success"]
             # s' and a_b' are filled in by the next observe() unless the episode ends here
             head = ResidualTransition(
                 feats[i], a_b[i], a, float(reward), bool(terminated), bool(truncated), took_over,
@@ -161,6 +163,11 @@ class ResidualRollout:
                         "success": float(st["success"]),
                         "length": st["len"],
                         "intervention_rate": st["interventions"] / st["len"],
+                        **(
+                            {"oracle_success": float(st["oracle_success"])}
+                            if "oracle_success" in st
+                            else {}
+                        ),
                     }
                 )
                 self._episode[i] += 1

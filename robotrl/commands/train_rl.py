@@ -110,6 +110,17 @@ def _classifier_envs(
     return make_train_env
 
 
+def _classifier_verdicts(episodes: list[dict[str, float]]) -> dict[str, int]:
+    """How the classifier's verdicts on the training episodes compare with the sim's truth."""
+    said = [bool(e["success"]) for e in episodes]
+    true = [bool(e.get("oracle_success", False)) for e in episodes]
+    return {
+        "episodes": len(episodes),
+        "false_positives": sum(s and not t for s, t in zip(said, true, strict=True)),
+        "false_negatives": sum(t and not s for s, t in zip(said, true, strict=True)),
+    }
+
+
 def _online_risk(cfg: DictConfig) -> Any:
     """The online learner of the reflex's risk critic (continues from the exported weights)."""
 
@@ -323,6 +334,9 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
         )
         if result.episodes
         else 0.0,
+        "classifier": _classifier_verdicts(result.episodes)
+        if make_train_env is not make_env
+        else None,
         "checkpoint": str(ckpt),
         "plot": plot,
         "episodes_plot": str(episodes_plot) if episodes_plot else None,
