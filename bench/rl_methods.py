@@ -210,6 +210,7 @@ def run_cell(out: Path, bases: dict[str, Any], method: str, base: str, seed: int
         "env_steps": res["env_steps"],
         "metrics": str(Path(res["run_dir"]) / "metrics.csv"),
         "safety_counts": res.get("safety_counts"),
+        "classifier": res.get("classifier"),  # its verdicts on the training episodes vs the sim
     }
 
 

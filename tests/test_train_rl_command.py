@@ -177,9 +177,15 @@ def test_the_training_reward_comes_from_a_reward_classifier(tmp_path, base_and_d
     episodes = read_csv(f"{out['run_dir']}/episodes.csv")
     assert out["episodes"] == len(episodes) == out["env_steps"] == 120
     assert all(e["length"] == 1 and e["success"] == 1.0 for e in episodes)
-    # ... where the sim says none reached the target: each is a false positive
+    # ... where the sim says none reached the target
     assert not any(e["oracle_success"] for e in episodes)
-    assert out["classifier"] == {"episodes": 120, "false_positives": 120, "false_negatives": 0}
+    assert out["classifier"] == {
+        "episodes": 120,
+        "fired": 120,
+        "sim_success": 0,
+        "fired_before_sim_success": 120,
+        "sim_success_not_fired": 0,
+    }
     rows = read_csv(f"{out['run_dir']}/metrics.csv")
     assert all(r["mean_length"] > 1 for r in rows)  # the task ends them, not the classifier
     # one that never fires: no training episode ends early or succeeds
@@ -194,8 +200,8 @@ def test_the_training_reward_comes_from_a_reward_classifier(tmp_path, base_and_d
     episodes = read_csv(f"{out['run_dir']}/episodes.csv")
     assert episodes and not any(e["success"] for e in episodes)
     truth = sum(e["oracle_success"] for e in episodes)  # reached, unrewarded
-    assert out["classifier"]["false_positives"] == 0
-    assert out["classifier"]["false_negatives"] == truth
+    assert out["classifier"]["fired"] == out["classifier"]["fired_before_sim_success"] == 0
+    assert out["classifier"]["sim_success_not_fired"] == out["classifier"]["sim_success"] == truth
 
 
 def test_cli_errors(tmp_path, base_and_demos, capsys):

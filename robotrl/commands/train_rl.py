@@ -111,13 +111,18 @@ def _classifier_envs(
 
 
 def _classifier_verdicts(episodes: list[dict[str, float]]) -> dict[str, int]:
-    """How the classifier's verdicts on the training episodes compare with the sim's truth."""
+    """The classifier's verdicts on the training episodes next to the sim's truth. A classifier
+    is trained to fire up to ``positive_window - 1`` frames before the sim's success, and the
+    episode ends when it fires: ``fired_before_sim_success`` counts those early verdicts as
+    well as wrong ones."""
     said = [bool(e["success"]) for e in episodes]
     true = [bool(e.get("oracle_success", False)) for e in episodes]
     return {
         "episodes": len(episodes),
-        "false_positives": sum(s and not t for s, t in zip(said, true, strict=True)),
-        "false_negatives": sum(t and not s for s, t in zip(said, true, strict=True)),
+        "fired": sum(said),
+        "sim_success": sum(true),
+        "fired_before_sim_success": sum(s and not t for s, t in zip(said, true, strict=True)),
+        "sim_success_not_fired": sum(t and not s for s, t in zip(said, true, strict=True)),
     }
 
 
