@@ -292,11 +292,13 @@ def train_residual(
     agent: ResidualAgent | None = None,
     vector_env: Any | None = None,
     eval_venv: Any | None = None,
+    make_eval_env: Callable[[], Any] | None = None,
 ) -> TrainResult:
     """Train a residual actor on the frozen ``base``; see the module docstring.
     ``vector_env``: the training envs live elsewhere (Ray workers, see
     :class:`~robotrl.algos.residual_rollout.ResidualRollout`). ``eval_venv``: a vector env
-    (next-step autoreset) the evaluations run on; None: one env from ``make_env``.
+    (next-step autoreset) the evaluations run on; None: one env from ``make_eval_env``
+    (None: from ``make_env``; e.g. the task's success where training has a classifier's).
 
     The progress bar counts env steps; its postfix shows the phase (``warm-up``,
     ``critic warm-up i/N``, ``train``, ``eval``) and the latest evaluation's success rate.
@@ -346,7 +348,7 @@ def train_residual(
             agent,
             base,
             featurizer,
-            make_env,
+            make_eval_env or make_env,
             train.eval_episodes,
             train.eval_seed,
             execute_horizon,

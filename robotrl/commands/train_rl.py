@@ -269,8 +269,9 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
     if cfg.role == "actor":
         try:
             return act(
-                cfg, base, make_train_env, featurizer, rcfg, train, human, te, logger, run_dir
-            )
+                cfg, base, make_train_env, featurizer, rcfg, train, human, te, logger, run_dir,
+                make_eval_env=make_env,
+            )  # fmt: skip
         finally:
             if isinstance(human, DeviceIntervener):
                 human.device.stop()
@@ -292,6 +293,7 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
             progress=cfg.progress,
             vector_env=vector_env,
             eval_venv=eval_venv,
+            make_eval_env=make_env,
         )
     finally:
         if eval_venv is not None:

@@ -122,8 +122,10 @@ def act(
     te: int,
     logger: MetricsLogger,
     run_dir: Any,
+    make_eval_env: Any = None,
 ) -> dict[str, Any]:
-    """role=actor: act with the learner's newest weights for total_steps env steps."""
+    """role=actor: act with the learner's newest weights for total_steps env steps
+    (evaluations on ``make_eval_env``'s envs; None: ``make_env``'s)."""
 
     d = cfg.dist
     freeze(base)
@@ -140,7 +142,13 @@ def act(
 
     def evaluate(a: ResidualAgent) -> dict[str, float]:
         return evaluate_residual(
-            a, base, featurizer, make_env, train.eval_episodes, train.eval_seed, te
+            a,
+            base,
+            featurizer,
+            make_eval_env or make_env,
+            train.eval_episodes,
+            train.eval_seed,
+            te,
         )
 
     def progress(row: dict[str, Any]) -> None:
