@@ -148,8 +148,8 @@ def build_bases(out: Path, names: Sequence[str] = tuple(BASES)) -> dict[str, Any
             entry = {**spec, "checkpoint": bc["checkpoint"], "demos_path": str(demos)}
         ev = _robotrl(
             "eval", entry["checkpoint"], "episodes=100", f"seed={FRESH_SEED}", "videos=0",
-            "threads=1",
-            f"backend={entry['backend']}", f"output_dir={out}", f"name=eval-base-{name}",
+            "threads=1", f"backend={entry['backend']}", f"output_dir={out}",
+            f"name=eval-base-{name}",
             log=out / f"eval_base_{name}.log",
         )  # fmt: skip
         entry["success"] = ev["success_rate"]

@@ -145,7 +145,7 @@ class ResidualRollout:
             st["len"] += 1
             st["interventions"] += int(took_over)
             st["success"] |= bool(info.get("success"))
-            if "oracle_success" in info:  # a classifier's verdict is "success": the sim's truth
+            if "oracle_success" in info:  # a classifier gives "success"; the sim's own verdict
                 st["oracle_success"] = st.get("oracle_success", False) or info["oracle_success"]
             # s' and a_b' are filled in by the next observe() unless the episode ends here
             head = ResidualTransition(
@@ -163,11 +163,7 @@ class ResidualRollout:
                         "success": float(st["success"]),
                         "length": st["len"],
                         "intervention_rate": st["interventions"] / st["len"],
-                        **(
-                            {"oracle_success": float(st["oracle_success"])}
-                            if "oracle_success" in st
-                            else {}
-                        ),
+                        **{k: float(st[k]) for k in ("oracle_success",) if k in st},
                     }
                 )
                 self._episode[i] += 1

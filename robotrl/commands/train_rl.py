@@ -342,7 +342,7 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
         if result.episodes
         else 0.0,
         "classifier": _classifier_verdicts(result.episodes)
-        if make_train_env is not make_env
+        if cfg.get("reward_classifier")
         else None,
         "checkpoint": str(ckpt),
         "plot": plot,
