@@ -1,8 +1,11 @@
 """train-rl end to end on a tiny reach base (seconds): checkpoint, curves, scripted human."""
 
 import json
+from pathlib import Path
 
 import pytest
+import torch
+from safetensors.torch import load_file
 from tiny_reach import reach_demos, tiny_checkpoint
 from tiny_vla import TABLETOP_VLA_BC
 
@@ -203,6 +206,47 @@ def test_the_training_reward_comes_from_a_reward_classifier(tmp_path, base_and_d
     truth = sum(e["oracle_success"] for e in episodes)  # reached, unrewarded
     assert out["classifier"]["fired"] == out["classifier"]["fired_before_sim_success"] == 0
     assert out["classifier"]["sim_success_not_fired"] == out["classifier"]["sim_success"] == truth
+
+
+def _timeless(rows: list[dict]) -> list[dict]:
+    """The rows without their clock readings (wall time, rates per second)."""
+    return [{k: v for k, v in r.items() if "wall" not in k and not k.endswith("_s")} for r in rows]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", ["residual", "dsrl", "flow_sde"])
+def test_the_same_command_twice_gives_the_same_run(tmp_path, base_and_demos, algo):
+    """Everything is seeded: the same command twice gives the same curve, the same training
+    episodes and the same weights; another seed does not."""
+    ckpt, store = base_and_demos
+    extra = {
+        "residual": [],
+        "dsrl": ["algo=dsrl", "dsrl.hidden=32", "dsrl.batch_size=32"],
+        "flow_sde": [
+            "algo=flow_sde",
+            "flow_pg.rollout_env_steps=60",
+            "flow_pg.minibatch_size=30",
+            "flow_pg.critic_warmup_iters=1",
+        ],
+    }[algo]
+
+    def run(seed: int, name: str) -> tuple[list[dict], list[dict], dict]:
+        cfg = [f"checkpoint={ckpt}", f"demos={store}", f"output_dir={tmp_path}", f"name={name}"]
+        out = run_train_rl(compose("train_rl", [*cfg, *TINY, *extra, f"seed={seed}"]))
+        curve = _timeless(read_csv(f"{out['run_dir']}/metrics.csv"))
+        episodes_csv = Path(out["run_dir"]) / "episodes.csv"
+        episodes = _timeless(read_csv(episodes_csv)) if episodes_csv.exists() else []
+        weights = load_file(Path(out["checkpoint"]) / "model.safetensors")
+        return curve, episodes, weights
+
+    curve, episodes, weights = run(3, "first")
+    again = run(3, "again")
+    assert len(curve) == 3 and curve == again[0]
+    assert episodes == again[1]
+    assert weights.keys() == again[2].keys()
+    assert all(torch.equal(weights[k], again[2][k]) for k in weights)
+    other = run(4, "other")[2]
+    assert not all(torch.equal(weights[k], other[k]) for k in weights)
 
 
 def test_cli_errors(tmp_path, base_and_demos, capsys):

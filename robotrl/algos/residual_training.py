@@ -110,10 +110,13 @@ def demo_buffer(
     cfg: ResidualConfig,
     capacity: int | None = None,
     episodes: Sequence[int] | np.ndarray | None = None,
+    seed: int = 0,
 ) -> ReplayBuffer:
     """Demo transitions: the demo action as executed action, the base action recomputed (a
     fresh plan) on each demo observation window, per-step rewards and episode ends from the
-    store. ``episodes``: which episodes to use (default all; e.g. the intact ones)."""
+    store. ``episodes``: which episodes to use (default all; e.g. the intact ones). ``seed``:
+    the base's sampling noise for those plans (the global torch RNG is left as it was), so the
+    buffer is the same for the same seed."""
     act_dim = int(store.array("action").shape[1])
     buf = ReplayBuffer(
         capacity or max(store.num_steps, 1),
@@ -125,6 +128,23 @@ def demo_buffer(
     keys = policy_keys(base)  # its state entries, cameras, and the instruction for a VLA
     raw = featurizer.raw_keys  # a perception featurizer's hold cameras and the instruction
     needed = [k for k in dict.fromkeys([*keys, *raw]) if k != LANGUAGE_KEY]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        _add_demo_episodes(buf, store, base, featurizer, keys, needed, episodes)
+    return buf
+
+
+def _add_demo_episodes(
+    buf: ReplayBuffer,
+    store: EpisodeStore,
+    base: Any,
+    featurizer: StateFeaturizer,
+    keys: Sequence[str],
+    needed: Sequence[str],
+    episodes: Sequence[int] | np.ndarray | None,
+) -> None:
+    """Add the store's ``episodes`` to ``buf`` as :func:`demo_buffer` describes."""
+    raw = featurizer.raw_keys
     for full in store.episodes(None if episodes is None else [int(i) for i in episodes]):
         t_len = len(full["action"])
         obs_seq = [{k: full[k][t] for k in needed} for t in range(t_len)]
@@ -152,7 +172,6 @@ def demo_buffer(
                 terminated=last and terminated,
                 truncated=last and not terminated,
             )
-    return buf
 
 
 @torch.no_grad()

@@ -234,7 +234,9 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
     run_dir = make_run_dir(cfg.output_dir, name)
     save_config(cfg, run_dir)
     demos = (  # the actor only acts: no demo buffer
-        demo_buffer(demos_store, base, featurizer, rcfg, episodes=np.flatnonzero(intact))
+        demo_buffer(
+            demos_store, base, featurizer, rcfg, episodes=np.flatnonzero(intact), seed=cfg.seed
+        )
         if demos_store is not None and cfg.role != "actor"
         else None
     )
