@@ -59,11 +59,49 @@ def test_train_rl_flow_algos_end_to_end(tmp_path, reach_base, algo):
     assert meta["rl"]["env_steps"] == out["env_steps"]
 
 
+@pytest.mark.slow
+def test_flow_algos_train_and_evaluate_on_the_chosen_simulator(tmp_path, reach_base, monkeypatch):
+    pytest.importorskip("pybullet")
+    import sim
+
+    made, real = [], sim.make_vec
+
+    def spy(task, num_envs, **kwargs):
+        made.append(kwargs)
+        return real(task, num_envs, **kwargs)
+
+    monkeypatch.setattr(sim, "make_vec", spy)
+    out = run_train_rl(
+        compose(
+            "train_rl",
+            [
+                f"checkpoint={reach_base}",
+                "algo=flow_sde",
+                "backend=pybullet",
+                "total_steps=120",
+                "eval_every=120",
+                "eval_episodes=1",
+                "flow_pg.rollout_env_steps=60",
+                "flow_pg.minibatch_size=16",
+                "flow_pg.critic_warmup_iters=1",
+                "videos=1",
+                f"output_dir={tmp_path}",
+                "progress=false",
+            ],
+        )
+    )
+    assert out["env_steps"] >= 120
+    assert len(made) == 2  # the training envs and the evaluation envs, both in PyBullet
+    assert all(kw["backend"] == "pybullet" and kw["controller"] == "impedance" for kw in made)
+    assert len(out["videos"]) == 1  # rendered by PyBullet too
+
+
 def test_flow_algos_refuse_unsupported_settings(tmp_path, reach_base):
     args = ["train-rl", f"checkpoint={reach_base}", f"output_dir={tmp_path}", "progress=false"]
     assert main([*args, "algo=flow_noise", "role=split"]) == 2
     assert main([*args, "algo=flow_noise", "human=scripted"]) == 2
     assert main([*args, "algo=ppo"]) == 2
+    assert main([*args, "algo=flow_sde", "backend=ros2"]) == 2  # a robot is not num_envs processes
 
 
 def test_a_budget_within_the_critic_warm_up_is_refused_up_front(tmp_path, reach_base, capsys):
