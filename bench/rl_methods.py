@@ -59,16 +59,8 @@ METHODS: dict[str, list[str]] = {
     "flow_noise": ["algo=flow_noise"],
     "grpo": ["algo=grpo"],
     # SAC-family learner from scratch with the same demos: the residual learner (ensemble,
-    # LayerNorm, symmetric demo sampling) on a zero base, the actor as the whole policy
-    "rlpd": [
-        "algo=rlpd",
-        "residual.scale=1.0",
-        "residual.residual_l2=0.0",
-        "residual.base_input=false",
-        "residual.demo_bc=0.0",
-        "residual.actor_lr=3e-4",
-        "warmup_noise=1.0",
-    ],
+    # LayerNorm, symmetric demo sampling) on a zero base, with its from-scratch recipe (rlpd.*)
+    "rlpd": ["algo=rlpd"],
 }
 LABELS = {
     "residual": "residual (ResFiT)",

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 from safetensors.torch import load_file
 from tiny_reach import reach_demos, tiny_checkpoint
 from tiny_vla import TABLETOP_VLA_BC
@@ -12,6 +13,7 @@ from tiny_vla import TABLETOP_VLA_BC
 from robotrl.algos.perception_features import PerceptionFeaturizer
 from robotrl.algos.residual import load_agent
 from robotrl.algos.residual_policy import ZeroPolicy, load_residual_policy
+from robotrl.algos.residual_training import FROM_SCRATCH
 from robotrl.cli import compose, main
 from robotrl.commands.collect import run_collect
 from robotrl.commands.train_bc import run_train_bc
@@ -107,10 +109,13 @@ def test_rlpd_learns_from_scratch_on_a_zero_base(tmp_path, base_and_demos):
 
     ckpt, store = base_and_demos
     overrides = [f"checkpoint={ckpt}", f"demos={store}", f"output_dir={tmp_path}", *TINY]
-    out = run_train_rl(compose("train_rl", [*overrides, "algo=rlpd", "residual.scale=1.0"]))
+    out = run_train_rl(compose("train_rl", [*overrides, "algo=rlpd"]))  # the recipe: rlpd.*
     assert out["algo"] == "rlpd" and out["env_steps"] == 120
     agent, meta = load_agent(out["checkpoint"])
-    assert meta["from_scratch"] is True and agent.cfg.scale == 1.0
+    assert meta["from_scratch"] is True
+    recipe = {k: v for k, v in FROM_SCRATCH.items() if k != "warmup_noise"}
+    assert {k: getattr(agent.cfg, k) for k in recipe} == recipe
+    assert agent.cfg.hidden == 32  # the other residual.* settings still apply
     policy, _ = load_residual_policy(out["checkpoint"])  # what robotrl eval rolls out
     assert isinstance(policy.base, ZeroPolicy)  # the actor alone acts
 
@@ -346,6 +351,21 @@ def test_safety_reflex_guards_training_and_learns_online(tmp_path, base_and_demo
 
     updated = RiskMLP.from_file(out["safety_online"]["critic"])  # the critic to deploy
     assert updated.feature_names == ["ee_pos", "ee_vel", "force", "gripper"]
+
+
+def test_the_rlpd_section_states_the_from_scratch_recipe():
+    cfg = compose("train_rl", ["checkpoint=x"])
+    assert OmegaConf.to_object(cfg.rlpd) == FROM_SCRATCH
+
+
+def test_rlpd_takes_its_recipe_from_its_own_section(tmp_path, capsys):
+    args = ["train-rl", "checkpoint=x", "algo=rlpd", f"output_dir={tmp_path}"]
+    for given, key in (("residual.actor_lr=1e-3", "rlpd.actor_lr=0.001"),
+                       ("warmup_noise=0.5", "rlpd.warmup_noise=0.5")):  # fmt: skip
+        assert main([*args, given]) == 2
+        err = capsys.readouterr().err
+        assert f"give {key} instead" in err and len(err.strip().splitlines()) == 1
+    assert not any(tmp_path.iterdir())  # refused before anything is loaded or written
 
 
 @pytest.mark.parametrize(

@@ -64,6 +64,20 @@ class TrainConfig:
     realtime_hz: float = 0.0
 
 
+# algo=rlpd: this learner on a zero base, from scratch with the demos (RLPD-style). The actor
+# acts alone: it spans the whole action range, reads no base action, is pulled towards no base
+# and leaves the demos to the critic, at RLPD's learning rate; the warm-up explores the whole
+# range. Keys: ResidualConfig fields, and TrainConfig's warmup_noise.
+FROM_SCRATCH: dict[str, Any] = {
+    "scale": 1.0,
+    "residual_l2": 0.0,
+    "base_input": False,
+    "demo_bc": 0.0,
+    "actor_lr": 3e-4,
+    "warmup_noise": 1.0,
+}
+
+
 @dataclass
 class TrainResult:
     agent: ResidualAgent

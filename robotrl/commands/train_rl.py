@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -155,6 +156,27 @@ def _safety_summary(safety: str, guards: list[Any], online: Any, run_dir: Any) -
 ROLES = ("single", "learner", "actor", "split")
 
 
+def _learner_config(cfg: DictConfig) -> tuple[ResidualConfig, float]:
+    """The learner's config and warm-up noise: ``residual.*`` and ``warmup_noise``, with
+    ``algo=rlpd`` replaced by its ``rlpd.*`` recipe. A recipe key also changed under its residual
+    name is a ValueError that names the ``rlpd.`` key to set instead."""
+    residual = dict(OmegaConf.to_object(cfg.residual))  # type: ignore[call-overload]
+    warmup_noise = float(cfg.warmup_noise)
+    if cfg.algo != "rlpd":
+        return ResidualConfig(**residual), warmup_noise
+    recipe = dict(OmegaConf.to_object(cfg.rlpd))  # type: ignore[call-overload]
+    defaults = {**asdict(ResidualConfig()), "warmup_noise": TrainConfig.warmup_noise}
+    given = {**residual, "warmup_noise": warmup_noise}
+    for key in recipe:
+        if given[key] != defaults[key]:
+            where = key if key == "warmup_noise" else f"residual.{key}"
+            raise ValueError(
+                f"algo=rlpd takes {where} from its recipe: give rlpd.{key}={given[key]} instead"
+            )
+    warmup_noise = float(recipe.pop("warmup_noise", warmup_noise))
+    return ResidualConfig(**{**residual, **recipe}), warmup_noise
+
+
 def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
 
     if cfg.features != "state" and cfg.algo not in ("residual", "dsrl"):
@@ -187,6 +209,7 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
             )
     if cfg.role in ("single", "split"):  # one actor's budget feeds the learner's warm-up
         check_budget(cfg.total_steps, cfg.warmup_steps, cfg.eval_every)
+    rcfg, warmup_noise = _learner_config(cfg)
     if cfg.role == "split":
         return split(cfg)
     base, meta = load_policy(cfg.checkpoint)
@@ -229,7 +252,6 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
     )
     stats = feature_stats(keys, base, demos_store, intact)
     featurizer = featurizer_for(str(cfg.features), StateFeaturizer(keys, stats), base)
-    rcfg = ResidualConfig(**OmegaConf.to_object(cfg.residual))
     name = cfg.name if cfg.role == "single" else f"{cfg.name}-{cfg.role}"
     run_dir = make_run_dir(cfg.output_dir, name)
     save_config(cfg, run_dir)
@@ -243,7 +265,7 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
     train = TrainConfig(
         total_steps=cfg.total_steps,
         warmup_steps=cfg.warmup_steps,
-        warmup_noise=cfg.warmup_noise,
+        warmup_noise=warmup_noise,
         critic_warmup_updates=cfg.critic_warmup_updates,
         eval_every=cfg.eval_every,
         eval_episodes=cfg.eval_episodes,
