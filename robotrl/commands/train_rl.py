@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
@@ -160,11 +160,11 @@ def _learner_config(cfg: DictConfig) -> tuple[ResidualConfig, float]:
     """The learner's config and warm-up noise: ``residual.*`` and ``warmup_noise``, with
     ``algo=rlpd`` replaced by its ``rlpd.*`` recipe. A recipe key also changed under its residual
     name is a ValueError that names the ``rlpd.`` key to set instead."""
-    residual = dict(OmegaConf.to_object(cfg.residual))  # type: ignore[call-overload]
+    residual = cast(dict[str, Any], OmegaConf.to_container(cfg.residual, resolve=True))
     warmup_noise = float(cfg.warmup_noise)
     if cfg.algo != "rlpd":
         return ResidualConfig(**residual), warmup_noise
-    recipe = dict(OmegaConf.to_object(cfg.rlpd))  # type: ignore[call-overload]
+    recipe = cast(dict[str, Any], OmegaConf.to_container(cfg.rlpd, resolve=True))
     defaults = {**asdict(ResidualConfig()), "warmup_noise": TrainConfig.warmup_noise}
     given = {**residual, "warmup_noise": warmup_noise}
     for key in recipe:
