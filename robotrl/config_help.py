@@ -208,7 +208,8 @@ def _close(word: str, candidates: Sequence[str], n: int) -> list[str]:
 
 
 def suggest(path: str, candidates: Iterable[str], n: int = 3) -> list[str]:
-    """The valid key paths closest to ``path``: same last component first, then by spelling."""
+    """The valid key paths closest to ``path``: every key with the same last component, then up
+    to ``n`` in all by spelling."""
     cands = list(candidates)
     last = path.rsplit(".", 1)[-1]
     same_leaf = [c for c in cands if c != path and c.rsplit(".", 1)[-1] == last]
@@ -217,7 +218,7 @@ def suggest(path: str, candidates: Iterable[str], n: int = 3) -> list[str]:
         parent = path.rsplit(".", 1)[0] + "."
         under = [c[len(parent) :] for c in cands if c.startswith(parent)]
         close = [parent + c for c in _close(last, under, n)]
-    return list(dict.fromkeys([*same_leaf, *close]))[:n]
+    return list(dict.fromkeys([*same_leaf, *close]))[: max(n, len(same_leaf))]
 
 
 def _did_you_mean(names: Sequence[str]) -> str:
