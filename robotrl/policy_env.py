@@ -3,10 +3,12 @@ and the RL commands)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from omegaconf import OmegaConf
 
 import sim
 from robotrl.chunk_runner import ChunkRunner, as_episode_policy
@@ -40,6 +42,25 @@ def with_backend(
     if backend == "ros2":
         out.update({k: v for k, v in (ros2 or {}).items() if v is not None})
     return out
+
+
+def run_env_kwargs(
+    cfg: Mapping[str, Any], meta: Mapping[str, Any], sim_only: str | None = None
+) -> dict[str, Any]:
+    """``sim.make`` keyword arguments of a command's run: the checkpoint's env settings
+    (``meta``) on ``cfg.backend`` (with its ``ros2`` section) under ``cfg.safety``. ``sim_only``:
+    the command (e.g. ``"algo=dsrl"``) trains in simulation only, so ``backend=ros2`` is a
+    ValueError that names it."""
+    backend = str(cfg.get("backend", "mujoco"))
+    if sim_only and backend == "ros2":
+        raise ValueError(f"{sim_only} trains in simulation: backend must be mujoco or pybullet")
+    ros2 = cfg.get("ros2")
+    if ros2 is not None and not isinstance(ros2, dict):
+        ros2 = OmegaConf.to_container(ros2)
+    kw = with_backend(env_kwargs(meta), backend, ros2)  # type: ignore[arg-type]
+    safety = str(cfg.get("safety", "off"))
+    kw.update(safety_env_kwargs(safety, cfg.get("safety_critic"), cfg.get("safety_threshold")))
+    return kw
 
 
 def check_one_robot(backend: str, num_envs: int, workers: int = 0) -> None:

@@ -144,48 +144,34 @@ def demo_buffer(
     needed = [k for k in dict.fromkeys([*keys, *raw]) if k != LANGUAGE_KEY]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        _add_demo_episodes(buf, store, base, featurizer, keys, needed, episodes)
-    return buf
-
-
-def _add_demo_episodes(
-    buf: ReplayBuffer,
-    store: EpisodeStore,
-    base: Any,
-    featurizer: StateFeaturizer,
-    keys: Sequence[str],
-    needed: Sequence[str],
-    episodes: Sequence[int] | np.ndarray | None,
-) -> None:
-    """Add the store's ``episodes`` to ``buf`` as :func:`demo_buffer` describes."""
-    raw = featurizer.raw_keys
-    for full in store.episodes(None if episodes is None else [int(i) for i in episodes]):
-        t_len = len(full["action"])
-        obs_seq = [{k: full[k][t] for k in needed} for t in range(t_len)]
-        obs_seq.append({k: np.asarray(full["final_obs"][k]) for k in needed})
-        base_actions = _replanned_base_actions(base, obs_seq, keys, str(full["language"]))
-        feats = featurizer(
-            {
-                **{k: np.stack([o[k] for o in obs_seq]) for k in raw if k != LANGUAGE_KEY},
-                LANGUAGE_KEY: np.array([str(full["language"])] * len(obs_seq)),
-            }
-        )
-        terminated = bool(full["terminated"])
-        for t in range(t_len):
-            last = t == t_len - 1
-            buf.add(
+        for full in store.episodes(None if episodes is None else [int(i) for i in episodes]):
+            t_len = len(full["action"])
+            obs_seq = [{k: full[k][t] for k in needed} for t in range(t_len)]
+            obs_seq.append({k: np.asarray(full["final_obs"][k]) for k in needed})
+            base_actions = _replanned_base_actions(base, obs_seq, keys, str(full["language"]))
+            feats = featurizer(
                 {
-                    "features": feats[t],
-                    "base_action": base_actions[t],
-                    **_NOT_IMITATED,
-                    "demo": 1.0,
-                },
-                full["action"][t],
-                float(full["reward"][t]),
-                {"features": feats[t + 1], "base_action": base_actions[t + 1], **_NOT_IMITATED},
-                terminated=last and terminated,
-                truncated=last and not terminated,
+                    **{k: np.stack([o[k] for o in obs_seq]) for k in raw if k != LANGUAGE_KEY},
+                    LANGUAGE_KEY: np.array([str(full["language"])] * len(obs_seq)),
+                }
             )
+            terminated = bool(full["terminated"])
+            for t in range(t_len):
+                last = t == t_len - 1
+                buf.add(
+                    {
+                        "features": feats[t],
+                        "base_action": base_actions[t],
+                        **_NOT_IMITATED,
+                        "demo": 1.0,
+                    },
+                    full["action"][t],
+                    float(full["reward"][t]),
+                    {"features": feats[t + 1], "base_action": base_actions[t + 1], **_NOT_IMITATED},
+                    terminated=last and terminated,
+                    truncated=last and not terminated,
+                )
+    return buf
 
 
 @torch.no_grad()

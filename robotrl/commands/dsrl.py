@@ -18,7 +18,7 @@ from robotrl.algos.residual import StateFeaturizer, feature_stats
 from robotrl.algos.residual_training import check_budget
 from robotrl.datasets.episode_store import open_intact
 from robotrl.metrics import MetricsLogger, final_evaluation, log_episodes, worse_than_base
-from robotrl.policy_env import env_kwargs, record_videos, safety_env_kwargs, with_backend
+from robotrl.policy_env import record_videos, run_env_kwargs
 from robotrl.run import make_run_dir, save_config
 
 
@@ -60,11 +60,7 @@ def run_dsrl(cfg: DictConfig) -> dict[str, Any]:
     if not task:
         raise ValueError("the checkpoint names no task: give task=...")
     te = int(meta.get("execute_horizon", base.action_horizon // 2))
-    backend = cfg.get("backend", "mujoco")
-    if backend == "ros2":
-        raise ValueError("algo=dsrl trains in simulation: backend must be mujoco or pybullet")
-    kw = with_backend(env_kwargs(meta), backend, None)
-    kw.update(safety_env_kwargs(str(cfg.safety), cfg.get("safety_critic"), cfg.safety_threshold))
+    kw = run_env_kwargs(cfg, meta, sim_only="algo=dsrl")
     extra = [k for k in (cfg.obs_keys or []) if k not in base.config["state_dims"]]
     if extra:  # the agent sees the observation window the base is planning from
         raise ValueError(f"algo=dsrl reads the base's state keys only; {extra} are not among them")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from policies.checkpoint import load_policy
 from policies.registry import set_noise_scale
@@ -13,11 +13,9 @@ from robotrl.algos.dsrl import is_dsrl_checkpoint, load_steered_policy
 from robotrl.algos.residual_policy import is_residual_checkpoint, load_residual_policy
 from robotrl.policy_env import (
     check_one_robot,
-    env_kwargs,
     record_videos,
     rollout_policy,
-    safety_env_kwargs,
-    with_backend,
+    run_env_kwargs,
 )
 from robotrl.run import make_run_dir, save_config
 from sim.registry import instruction_family
@@ -52,10 +50,8 @@ def run_eval(cfg: DictConfig) -> dict[str, Any]:
         raise ValueError("the checkpoint names no task: give task=...")
     backend = cfg.get("backend", "mujoco")
     check_one_robot(backend, cfg.num_envs)
-    ros2 = OmegaConf.to_container(cfg.ros2) if cfg.get("ros2") is not None else None
-    kwargs = with_backend(env_kwargs(meta), backend, ros2)  # type: ignore[arg-type]
+    kwargs = run_env_kwargs(cfg, meta)
     safety = str(cfg.get("safety", "off"))
-    kwargs.update(safety_env_kwargs(safety, cfg.get("safety_critic"), cfg.get("safety_threshold")))
     safety_counts: dict[str, int] = {}
     run_dir = make_run_dir(cfg.output_dir, cfg.name)
     save_config(cfg, run_dir)

@@ -18,7 +18,7 @@ from robotrl.algos.flow_pg_training import FlowTrainConfig, check_budget, train_
 from robotrl.chunk_runner import ChunkRunner
 from robotrl.evaluation import evaluate_vector
 from robotrl.metrics import MetricsLogger, final_evaluation, worse_than_base
-from robotrl.policy_env import env_kwargs, record_videos, safety_env_kwargs, with_backend
+from robotrl.policy_env import record_videos, run_env_kwargs
 from robotrl.run import make_run_dir, save_config
 
 FLOW_ALGOS = ALGOS
@@ -60,14 +60,8 @@ def run_flow_pg(cfg: DictConfig) -> dict[str, Any]:
         seed=cfg.seed,
     )
     check_budget(fcfg, train, cfg.num_envs, cli=True)  # before a run dir or env process exists
-    backend = str(cfg.get("backend", "mujoco"))
-    if backend == "ros2":
-        raise ValueError(
-            f"algo={cfg.algo} trains in simulation (num_envs env processes): backend must be "
-            "mujoco or pybullet"
-        )
-    kw = with_backend(env_kwargs(meta), backend)  # training, evaluations and videos alike
-    kw.update(safety_env_kwargs(str(cfg.safety), cfg.get("safety_critic"), cfg.safety_threshold))
+    # training, evaluations and videos alike; a robot is not num_envs env processes
+    kw = run_env_kwargs(cfg, meta, sim_only=f"algo={cfg.algo}")
     run_dir = make_run_dir(cfg.output_dir, cfg.name)
     save_config(cfg, run_dir)
     logger = MetricsLogger(run_dir / "metrics.csv")

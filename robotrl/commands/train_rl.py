@@ -31,13 +31,7 @@ from robotrl.commands.train_rl_roles import act, learn, plot_learning_curves, sp
 from robotrl.datasets.episode_store import open_intact
 from robotrl.distributed.ray_rollout import RayVectorEnv
 from robotrl.metrics import MetricsLogger, final_evaluation, log_episodes, worse_than_base
-from robotrl.policy_env import (
-    check_one_robot,
-    env_kwargs,
-    record_videos,
-    safety_env_kwargs,
-    with_backend,
-)
+from robotrl.policy_env import check_one_robot, record_videos, run_env_kwargs
 from robotrl.run import make_run_dir, save_config
 from sim.vector_env import SlicedVectorEnv
 
@@ -224,10 +218,8 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
     check_one_robot(backend, cfg.num_envs, int(cfg.get("ray", {}).get("workers", 0) or 0))
     if int(cfg.get("eval_envs", 1)) < 1:
         raise ValueError(f"eval_envs must be >= 1, got {cfg.eval_envs}")
-    ros2 = OmegaConf.to_container(cfg.ros2) if cfg.get("ros2") is not None else None
-    kw = with_backend(env_kwargs(meta), backend, ros2)  # type: ignore[arg-type]
+    kw = run_env_kwargs(cfg, meta)
     safety = str(cfg.get("safety", "off"))
-    kw.update(safety_env_kwargs(safety, cfg.get("safety_critic"), cfg.get("safety_threshold")))
     guards: list[Any] = []  # every guarded env's counters end up in the JSON
     online = _online_risk(cfg) if safety == "reflex" and cfg.get("safety_online", True) else None
 
