@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from omegaconf import OmegaConf
 
 import sim
 from robotrl.chunk_runner import ChunkRunner, as_episode_policy
@@ -56,6 +55,8 @@ def run_env_kwargs(
         raise ValueError(f"{sim_only} trains in simulation: backend must be mujoco or pybullet")
     ros2 = cfg.get("ros2")
     if ros2 is not None and not isinstance(ros2, dict):
+        from omegaconf import OmegaConf  # a command's config; the lerobot venv has no omegaconf
+
         ros2 = OmegaConf.to_container(ros2)
     kw = with_backend(env_kwargs(meta), backend, ros2)  # type: ignore[arg-type]
     safety = str(cfg.get("safety", "off"))

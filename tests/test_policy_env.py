@@ -25,3 +25,16 @@ def test_run_env_kwargs_apply_backend_and_safety_and_refuse_a_robot_to_sim_only_
     assert run_env_kwargs(robot, meta)["profile"] == "sim"  # its non-null ros2 entries
     with pytest.raises(ValueError, match="algo=dsrl trains in simulation"):
         run_env_kwargs(robot, meta, sim_only="algo=dsrl")
+
+
+def test_imports_without_the_config_stack():
+    """The lerobot venv (robotrl installed without its dependencies) rolls policies out through
+    this module, and has no omegaconf or hydra."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['omegaconf'] = None; sys.modules['hydra'] = None\n"
+        "import robotrl.policy_env"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
