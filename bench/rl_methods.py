@@ -15,7 +15,8 @@ base's own demos.
 overrides, sparse task reward), then re-evaluates its final policy on 100 fresh episodes
 (``robotrl eval``, Wilson 95 % interval; seeds from 200 000, which no training evaluation saw).
 ``jobs`` runs in parallel with one torch thread each. Finished cells are skipped on a rerun
-(``results.jsonl``).
+(``results.jsonl``), and by a ``run`` beside another on the same ``out`` once that one finished
+them (a cell that both have started runs twice).
 
 ``table`` aggregates ``results.jsonl`` into a markdown table (mean over seeds; env steps to 80 %
 and 90 % in the 20-episode training evaluations, the re-evaluation with its interval, wall time)
@@ -210,17 +211,18 @@ def run_all(args: dict[str, str]) -> None:
     out = Path(args["out"])
     bases = build_bases(out, args["bases"].split(","))
     results = out / "results.jsonl"
-    done = set()
-    if results.is_file():
-        for line in results.read_text().splitlines():
-            r = json.loads(line)
-            done.add((r["method"], r["base"], r["seed"]))
+
+    def done() -> set[tuple[str, str, int]]:
+        lines = results.read_text().splitlines() if results.is_file() else []
+        return {(r["method"], r["base"], r["seed"]) for r in map(json.loads, lines)}
+
+    finished = done()
     cells = [
         (m, b, int(s))
         for b in args["bases"].split(",")
         for m in args["methods"].split(",")
         for s in args["seeds"].split(",")
-        if (m, b, int(s)) not in done
+        if (m, b, int(s)) not in finished
     ]
     for m, b, _ in cells:
         if m not in METHODS or b not in bases:
@@ -229,6 +231,8 @@ def run_all(args: dict[str, str]) -> None:
             raise SystemExit(f"method {m!r} needs a success classifier; base {b!r} has none")
 
     def one(cell: tuple[str, str, int]) -> None:
+        if cell in done():  # another `run` on the same out finished it meanwhile
+            return
         t0 = time.perf_counter()
         row = run_cell(out, bases, *cell)
         with open(results, "a") as f:
