@@ -15,7 +15,7 @@ from robotrl.evaluation import EvalResult, evaluate, evaluate_vector
 from robotrl.video import write_mp4
 
 
-def env_kwargs(meta: dict[str, Any]) -> dict[str, Any]:
+def env_kwargs(meta: Mapping[str, Any]) -> dict[str, Any]:
     """``sim.make`` keyword arguments recorded in a checkpoint's metadata."""
     env = dict(meta.get("env") or {})
     kw: dict[str, Any] = {"controller": env.get("controller", "native")}
@@ -26,7 +26,7 @@ def env_kwargs(meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def with_backend(
-    kwargs: dict[str, Any], backend: str, ros2: dict[str, Any] | None = None
+    kwargs: dict[str, Any], backend: str, ros2: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
     """``kwargs`` for ``sim.make`` on another simulator (``sim.registry.BACKENDS``). Those have
     no in-simulator ("native") impedance law, so a checkpoint's ``native`` controller becomes
@@ -53,12 +53,7 @@ def run_env_kwargs(
     backend = str(cfg.get("backend", "mujoco"))
     if sim_only and backend == "ros2":
         raise ValueError(f"{sim_only} trains in simulation: backend must be mujoco or pybullet")
-    ros2 = cfg.get("ros2")
-    if ros2 is not None and not isinstance(ros2, dict):
-        from omegaconf import OmegaConf  # a command's config; the lerobot venv has no omegaconf
-
-        ros2 = OmegaConf.to_container(ros2)
-    kw = with_backend(env_kwargs(meta), backend, ros2)  # type: ignore[arg-type]
+    kw = with_backend(env_kwargs(meta), backend, cfg.get("ros2"))
     safety = str(cfg.get("safety", "off"))
     kw.update(safety_env_kwargs(safety, cfg.get("safety_critic"), cfg.get("safety_threshold")))
     return kw
