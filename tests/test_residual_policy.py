@@ -26,7 +26,7 @@ def base(tmp_path_factory):
     return tiny_checkpoint(root, reach_demos(root))
 
 
-def _residual(directory, base_ckpt, offset=None):
+def _residual(directory, base_ckpt, offset=None, **extra_meta):
     """A residual checkpoint on ``base_ckpt``: zero-initialised, or a constant ``offset``."""
     agent = ResidualAgent(6, 7, ResidualConfig(hidden=16, ensemble=2, scale=0.5), seed=0)
     if offset is not None:  # a_r = 0.5 tanh(b) with the last layer's weights at 0
@@ -39,6 +39,7 @@ def _residual(directory, base_ckpt, offset=None):
         "obs_keys": KEYS,
         "execute_horizon": 4,
         "featurizer": stats,
+        **extra_meta,
     }
     return save_agent(agent, directory, meta)
 
@@ -46,6 +47,15 @@ def _residual(directory, base_ckpt, offset=None):
 def _eval(checkpoint, tmp_path, *extra):
     args = [f"checkpoint={checkpoint}", "episodes=3", "videos=0", "progress=false"]
     return run_eval(compose("eval", [*args, "noise_scale=0", f"output_dir={tmp_path}", *extra]))
+
+
+def test_the_base_samples_as_it_did_in_training(tmp_path, base):
+    policy, _ = load_residual_policy(_residual(tmp_path / "det", base, base_noise_scale=0.0))
+    assert policy.base.noise_scale == 0.0  # the default of train-rl: the base's mean noise
+    policy, _ = load_residual_policy(_residual(tmp_path / "sampled", base, base_noise_scale=1.0))
+    assert policy.base.noise_scale == 1.0
+    policy, _ = load_residual_policy(_residual(tmp_path / "older", base))
+    assert policy.base.noise_scale == 1.0  # written before the scale was recorded: it sampled
 
 
 @pytest.mark.slow

@@ -70,6 +70,9 @@ def test_residual_with_demos_and_scripted_human(tmp_path, base_and_demos):
     assert out["intervention_rate_first_20"] > 0  # threshold 0: the human takes over at once
     agent, meta = load_agent(out["checkpoint"])
     assert meta["base_checkpoint"] == str(ckpt) and agent.cfg.ensemble == 2
+    # the residual learnt on the base's mean noise (the default) and is evaluated on it
+    assert meta["base_noise_scale"] == 0.0
+    assert load_residual_policy(out["checkpoint"])[0].base.noise_scale == 0.0
     with open(out["plot"], "rb") as f:
         assert f.read(4) == b"\x89PNG"
     assert len(out["videos"]) == 1

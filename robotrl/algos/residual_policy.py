@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from policies.registry import set_noise_scale
 from robotrl.algos.agent_checkpoint import checkpoint_kind, load_context
 from robotrl.algos.residual import ResidualAgent, StateFeaturizer, load_agent
 from robotrl.chunk_runner import ChunkRunner
@@ -106,7 +107,8 @@ def load_residual_policy(
     directory: str | os.PathLike[str], base_checkpoint: str | None = None
 ) -> tuple[ResidualPolicy, dict[str, Any]]:
     """The residual checkpoint at ``directory`` on its base; returns ``(policy, base meta)``
-    with the run's task and Te.
+    with the run's task and Te. The base samples with the initial-noise scale it was trained
+    with (``base_noise_scale``: 0, its mean noise, unless the run set another).
 
     Args:
         base_checkpoint: the base's checkpoint (None: the path the training run recorded;
@@ -114,5 +116,9 @@ def load_residual_policy(
     """
     agent, meta = load_agent(directory)
     ctx = load_context(directory, meta, agent.obs_dim, "residual", base_checkpoint)
-    base: Any = ZeroPolicy(ctx.base) if meta.get("from_scratch") else ctx.base  # algo=rlpd
+    if meta.get("from_scratch"):  # algo=rlpd
+        base: Any = ZeroPolicy(ctx.base)
+    else:
+        base = ctx.base  # runs written before the scale was recorded sampled their base
+        set_noise_scale(base, float(meta.get("base_noise_scale", 1.0)), "base_noise_scale")
     return ResidualPolicy(agent, base, ctx.featurizer, ctx.execute_horizon), ctx.meta

@@ -44,7 +44,8 @@ def _load(cfg: DictConfig) -> tuple[Any, Any, dict[str, Any], int]:
 
 def run_eval(cfg: DictConfig) -> dict[str, Any]:
     policy, model, meta, te = _load(cfg)
-    set_noise_scale(model, cfg.get("noise_scale", 1.0))
+    if cfg.get("noise_scale") is not None:  # null: the checkpoint's own
+        set_noise_scale(model, cfg.noise_scale)
     task = cfg.task or meta.get("task")
     if not task:
         raise ValueError("the checkpoint names no task: give task=...")

@@ -207,7 +207,10 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
     if cfg.role == "split":
         return split(cfg)
     base, meta = load_policy(cfg.checkpoint)
-    set_noise_scale(base, cfg.get("base_noise_scale", 1.0), "base_noise_scale")
+    noise_scale = cfg.get("base_noise_scale")
+    if noise_scale is None:  # the residual learns on a deterministic base where it has a sampler
+        noise_scale = 0.0 if hasattr(base, "noise_scale") else 1.0
+    set_noise_scale(base, noise_scale, "base_noise_scale")
     if cfg.algo == "rlpd":  # from scratch: the checkpoint lends only its observation keys
         base = ZeroPolicy(base)
     task = cfg.task or meta.get("task")
@@ -269,6 +272,7 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
     meta_ckpt = {
         "base_checkpoint": str(cfg.checkpoint),
         "from_scratch": cfg.algo == "rlpd",
+        "base_noise_scale": float(noise_scale),
         "task": task,
         "obs_keys": keys,
         "features": str(cfg.features),
