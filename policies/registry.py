@@ -29,6 +29,11 @@ def make_policy(name: str, **kwargs: Any) -> Policy:
     return policy_class(name)(**kwargs)
 
 
+def has_noise_scale(policy: Any) -> bool:
+    """Whether ``policy``'s sampler takes a noise scale (flow, diffusion and vla policies)."""
+    return hasattr(policy, "noise_scale")
+
+
 def set_noise_scale(policy: Policy, scale: float, option: str = "noise_scale") -> None:
     """Scale the initial noise of ``policy.predict_chunk`` (flow / diffusion / VLA): 1 samples the
     policy, 0 runs it deterministically from the prior's mean. A run-time setting, not saved.
@@ -43,7 +48,7 @@ def set_noise_scale(policy: Policy, scale: float, option: str = "noise_scale") -
         raise ValueError(f"{option} must be a finite value >= 0, got {scale!r}") from None
     if not (math.isfinite(scale) and scale >= 0.0):
         raise ValueError(f"{option} must be a finite value >= 0, got {scale!r}")
-    if not hasattr(policy, "noise_scale"):
+    if not has_noise_scale(policy):
         if scale != 1.0:
             raise ValueError(
                 f"{option}={scale}: {type(policy).__name__} has no noise scale "

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from policies.registry import make_policy, policy_class, set_noise_scale
+from policies.registry import has_noise_scale, make_policy, policy_class, set_noise_scale
 
 
 def test_names_resolve_to_classes():
@@ -49,3 +49,8 @@ def test_config_is_every_constructor_argument_and_rebuilds_the_policy(name):
     assert {k: v.shape for k, v in q.state_dict().items()} == {
         k: v.shape for k, v in p.state_dict().items()
     }
+
+
+def test_has_noise_scale_names_the_policies_with_a_sampler():
+    assert has_noise_scale(make_policy("flow", state_dims={"state/x": 3}, action_dim=2, hidden=32))
+    assert not has_noise_scale(object())

@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 import sim
 from hardware.devices import make_device
 from policies.checkpoint import load_policy
-from policies.registry import set_noise_scale
+from policies.registry import has_noise_scale, set_noise_scale
 from robotrl.algos.hil import DeviceIntervener, ScriptedHuman
 from robotrl.algos.online_risk import OnlineRiskLearner
 from robotrl.algos.perception_features import featurizer_for
@@ -209,7 +209,7 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
     base, meta = load_policy(cfg.checkpoint)
     noise_scale = cfg.get("base_noise_scale")
     if noise_scale is None:  # the residual learns on a deterministic base where it has a sampler
-        noise_scale = 0.0 if hasattr(base, "noise_scale") else 1.0
+        noise_scale = 0.0 if has_noise_scale(base) else 1.0
     set_noise_scale(base, noise_scale, "base_noise_scale")
     if cfg.algo == "rlpd":  # from scratch: the checkpoint lends only its observation keys
         base = ZeroPolicy(base)
