@@ -207,12 +207,12 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
     if cfg.role == "split":
         return split(cfg)
     base, meta = load_policy(cfg.checkpoint)
+    if cfg.algo == "rlpd":  # from scratch: the checkpoint lends only its observation keys
+        base = ZeroPolicy(base)
     noise_scale = cfg.get("base_noise_scale")
     if noise_scale is None:  # the residual learns on a deterministic base where it has a sampler
         noise_scale = 0.0 if has_noise_scale(base) else 1.0
     set_noise_scale(base, noise_scale, "base_noise_scale")
-    if cfg.algo == "rlpd":  # from scratch: the checkpoint lends only its observation keys
-        base = ZeroPolicy(base)
     task = cfg.task or meta.get("task")
     if not task:
         raise ValueError("the checkpoint names no task: give task=...")
