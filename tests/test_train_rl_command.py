@@ -64,9 +64,11 @@ def test_residual_with_demos_and_scripted_human(tmp_path, base_and_demos):
     assert [r["env_steps"] for r in rows] == [0, 60, 120]
     assert out["final_success"] == rows[-1]["success_rate"] and out["final_eval_step"] == 120
     assert out["final_is_base"] is False and out["base_success"] == rows[0]["success_rate"]
-    # the checkpoint holds the agent of the best evaluation (the latest among equals)
+    # the checkpoint holds the agent of the best evaluation (the latest among equals), or the
+    # base's zero residual when no evaluation beat the base's
     best = max(r["success_rate"] for r in rows)
-    assert out["kept_step"] == max(r["env_steps"] for r in rows if r["success_rate"] == best)
+    latest_best = max(r["env_steps"] for r in rows if r["success_rate"] == best)
+    assert out["kept_step"] == (0 if best == rows[0]["success_rate"] else latest_best)
     assert out["intervention_rate_first_20"] > 0  # threshold 0: the human takes over at once
     agent, meta = load_agent(out["checkpoint"])
     assert meta["base_checkpoint"] == str(ckpt) and agent.cfg.ensemble == 2

@@ -47,7 +47,8 @@ class TrainConfig:
         eval_seed: first evaluation seed. buffer_size: online capacity. seed: all RNGs.
         target_success: stop early once an evaluation reaches it (None: run to the end).
         keep_best: the agent returned is the one of the best evaluation (the latest among
-            equals; the zero residual, i.e. the base, when nothing beat it); False: the last.
+            equals; the zero residual, i.e. the base, when no evaluation beat the base's own,
+            ties included); False: the last.
     """
 
     total_steps: int = 20_000
@@ -383,9 +384,11 @@ def train_residual(
         result.evaluations.append(row)
         if logger is not None:
             logger.log(**row)
-        if train.keep_best and ev["success_rate"] >= max(
-            e["success_rate"] for e in result.evaluations
-        ):
+        # the base (the first evaluation) stays unless an evaluation beats it: a tie is no
+        # evidence that the residual helps
+        rates = [e["success_rate"] for e in result.evaluations]
+        beats_base = len(rates) == 1 or rates[-1] > rates[0]
+        if train.keep_best and rates[-1] >= max(rates) and beats_base:
             best.update({k: v.detach().clone() for k, v in agent.state_dict().items()})
             result.kept_step = rollout.env_steps
         show(phase=phase, success=f"{ev['success_rate']:.2f}")
