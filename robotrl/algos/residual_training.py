@@ -47,8 +47,8 @@ class TrainConfig:
         eval_seed: first evaluation seed. buffer_size: online capacity. seed: all RNGs.
         target_success: stop early once an evaluation reaches it (None: run to the end).
         keep_best: the agent returned is the one of the best evaluation (the latest among
-            equals; the zero residual, i.e. the base, when no evaluation beat the base's own,
-            ties included); False: the last.
+            equals; the zero residual, i.e. the base, unless an evaluation beats the base's
+            own: a tie does not); False: the last.
     """
 
     total_steps: int = 20_000
