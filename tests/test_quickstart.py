@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from policies.checkpoint import load_policy
 from robotrl.cli import compose
@@ -80,6 +81,12 @@ def test_the_vla_recipe_runs_every_stage_and_reports_per_family(tmp_path):
         p for p in Path(s["run_dir"]).glob("**/checkpoint") if "train-bc" in str(p.parent)
     ]
     assert load_policy(bc_checkpoint)[1]["execute_horizon"] == 12
+    # RL runs as docs/vla.md measured it: the VLA sampling its noise, the actor at lr 1e-5
+    (rl_config,) = [
+        p for p in Path(s["run_dir"]).glob("**/config.yaml") if p.parent.name.endswith("train-rl")
+    ]
+    rl_cfg = OmegaConf.load(rl_config)
+    assert rl_cfg.base_noise_scale == 1.0 and rl_cfg.residual.actor_lr == 1e-5
     for split in ("seen", "held_out", "family_before_rl", "family_after_rl"):
         assert 0.0 <= s[split]["success"] <= 1.0 and s[split]["families"]
     assert set(s["held_out"]["families"]) <= {"lift/blue", "place/green"}

@@ -45,7 +45,9 @@ class ResidualConfig:
         ensemble: critic heads E. target_heads: heads whose min forms the target.
         layer_norm: LayerNorm in the critics (and actor).
         gamma: discount. n_step: n of the returns (set in the replay buffer). tau: Polyak rate.
-        critic_lr, actor_lr: Adam learning rates (ResFiT's actor lr is 1e-6..5e-6).
+        critic_lr, actor_lr: Adam learning rates. ResFiT's actor lr is 1e-6..5e-6; the one here
+            is larger so that the imitation terms below fit within a budget of thousands of env
+            steps (a human's corrections are learnt too slowly at ResFiT's).
         grad_clip: max gradient norm. actor_delay: critic updates per actor update.
         explore_std: exploration noise on the executed action (truncated at 2 std).
         target_noise, target_noise_clip: TD3 target policy smoothing on the residual.
@@ -85,7 +87,7 @@ class ResidualConfig:
     n_step: int = 3
     tau: float = 0.005
     critic_lr: float = 1e-4
-    actor_lr: float = 1e-5
+    actor_lr: float = 1e-4
     grad_clip: float = 1.0
     actor_delay: int = 2
     explore_std: float = 0.05
@@ -95,7 +97,7 @@ class ResidualConfig:
     utd: int = 1
     demo_fraction: float = 0.5
     residual_l2: float = 0.1
-    intervention_bc: float = 1.0
+    intervention_bc: float = 10.0
     demo_bc: float = 10.0
     dims: list[int] | None = None
     base_input: bool = True
