@@ -125,7 +125,7 @@ def test_actor_imitates_human_or_demo_actions_only_on_those_transitions(key):
 
 def test_the_default_actor_fits_a_human_correction_within_hundreds_of_updates():
     """An operator's correction, within the residual's bound, is learnt at the default actor lr
-    in a few hundred updates; at ResFiT-like 1e-5 (and weight 1) it is still far off."""
+    in a few hundred updates; at the earlier default 1e-5 (and weight 1) it is still far off."""
 
     def error_after(updates, **kw):
         agent = _agent(**kw)
