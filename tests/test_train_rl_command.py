@@ -1,6 +1,7 @@
 """train-rl end to end on a tiny reach base (seconds): checkpoint, curves, scripted human."""
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from tiny_reach import reach_demos, tiny_checkpoint
 from tiny_vla import TABLETOP_VLA_BC
 
 from robotrl.algos.perception_features import PerceptionFeaturizer
-from robotrl.algos.residual import load_agent
+from robotrl.algos.residual import ResidualConfig, load_agent
 from robotrl.algos.residual_policy import ZeroPolicy, load_residual_policy
 from robotrl.algos.residual_training import FROM_SCRATCH
 from robotrl.cli import compose, main
@@ -42,6 +43,14 @@ def base_and_demos(tmp_path_factory):
 
 
 @pytest.mark.slow
+def test_the_residual_section_gives_the_residual_configs_defaults():
+    """train_rl.yaml's ``residual`` section and ResidualConfig say the same: a default changed in
+    one place only would make the CLI and the library train differently."""
+    section = OmegaConf.to_container(compose("train_rl", ["checkpoint=x"]).residual)
+    defaults = asdict(ResidualConfig())
+    assert section == {k: defaults[k] for k in section}
+
+
 def test_residual_with_demos_and_scripted_human(tmp_path, base_and_demos):
     ckpt, store = base_and_demos
     out = run_train_rl(

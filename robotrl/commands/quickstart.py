@@ -359,9 +359,7 @@ def run_vla_recipe(cfg: DictConfig) -> dict[str, Any]:
          "task": task, "residual.dims": list(v.rl_dims), "total_steps": v.rl_steps,
          "warmup_steps": v.rl_warmup_steps, "eval_every": v.rl_eval_every,
          "eval_episodes": v.rl_eval_episodes, "videos": cfg.videos, "seed": cfg.seed,
-         # docs/vla.md's figures were measured with the VLA sampling its noise and the actor lr
-         # of then; train-rl's mean-noise and actor-lr defaults were measured on flow bases only
-         "base_noise_scale": 1.0, "residual.actor_lr": 1e-5},
+         "base_noise_scale": v.rl_base_noise_scale, "residual.actor_lr": v.rl_actor_lr},
     )  # fmt: skip
     after = evaluate(f"evaluate {weakest} after RL", rl["checkpoint"], task, 0, seed=FRESH_SEED)
     summary = {
