@@ -22,20 +22,25 @@ import torch
 
 from policies.registry import set_noise_scale
 from robotrl.algos.residual_policy import load_residual_policy
+from robotrl.benchmarks.arguments import key_values
 from robotrl.benchmarks.critic_ranking import critic_ranking
 from robotrl.policy_env import env_kwargs
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    args = {"checkpoint": "", "episodes": "100", "seed": "200000", "candidates": "16",
-            "sigmas": "0.02,0.05", "noise_scale": ""}  # fmt: skip
-    for a in argv:
-        key, _, v = a.partition("=")
-        if key not in args:
-            raise SystemExit(f"unknown argument {key!r}; expected one of {sorted(args)}")
-        args[key] = v
-    if not args["checkpoint"]:
-        raise SystemExit(__doc__)
+    args = key_values(
+        argv,
+        {
+            "checkpoint": "",
+            "episodes": "100",
+            "seed": "200000",
+            "candidates": "16",
+            "sigmas": "0.02,0.05",
+            "noise_scale": "",
+        },
+        __doc__,
+        required="checkpoint",
+    )
     torch.set_num_threads(1)
     policy, meta = load_residual_policy(args["checkpoint"])
     if args["noise_scale"]:

@@ -21,6 +21,7 @@ from steerability import succeeds  # bench/: run as python bench/offset_sensitiv
 
 import sim
 from policies.checkpoint import load_policy
+from robotrl.benchmarks.arguments import key_values
 from robotrl.policy_env import env_kwargs
 
 DEFAULT_OFFSET = "0,-0.035,-0.033,-0.055,0.032,0.064,-0.004"
@@ -50,14 +51,12 @@ def success_rate(
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    args = {"checkpoint": "", "episodes": "20", "seed": "100000", "offset": DEFAULT_OFFSET}
-    for a in argv:
-        k, _, v = a.partition("=")
-        if k not in args:
-            raise SystemExit(f"unknown argument {k!r}; expected one of {sorted(args)}")
-        args[k] = v
-    if not args["checkpoint"]:
-        raise SystemExit(__doc__)
+    args = key_values(
+        argv,
+        {"checkpoint": "", "episodes": "20", "seed": "100000", "offset": DEFAULT_OFFSET},
+        __doc__,
+        required="checkpoint",
+    )
     torch.set_num_threads(1)
     base, meta = load_policy(args["checkpoint"])
     base.eval()

@@ -21,6 +21,7 @@ import torch
 
 import sim
 from policies.checkpoint import load_policy
+from robotrl.benchmarks.arguments import key_values
 from robotrl.chunk_runner import SingleEnvPolicy
 from robotrl.policy_env import env_kwargs
 
@@ -54,14 +55,12 @@ def succeeds(env: Any, policy: Any, seed: int, te: int) -> bool:
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    args = {"checkpoint": "", "episodes": "24", "noises": "8", "seed": "100000"}
-    for a in argv:
-        k, _, v = a.partition("=")
-        if k not in args:
-            raise SystemExit(f"unknown argument {k!r}; expected one of {sorted(args)}")
-        args[k] = v
-    if not args["checkpoint"]:
-        raise SystemExit(__doc__)
+    args = key_values(
+        argv,
+        {"checkpoint": "", "episodes": "24", "noises": "8", "seed": "100000"},
+        __doc__,
+        required="checkpoint",
+    )
     torch.set_num_threads(1)
     base, meta = load_policy(args["checkpoint"])
     base.eval()
