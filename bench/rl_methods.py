@@ -55,6 +55,8 @@ METHODS: dict[str, list[str]] = {
     "residual": [],
     "hil": ["human=scripted"],
     "hil_clf": ["human=scripted", "reward_classifier={classifier}"],
+    # HIL with a residual bound of 0.5: for a base whose error exceeds the default's 0.1 (base c)
+    "hil_wide": ["human=scripted", "residual.scale=0.5"],
     "dsrl": ["algo=dsrl"],
     "flow_sde": ["algo=flow_sde"],
     "flow_noise": ["algo=flow_noise"],
@@ -67,6 +69,7 @@ LABELS = {
     "residual": "residual (ResFiT)",
     "hil": "residual + scripted human (HIL)",
     "hil_clf": "HIL, reward from a success classifier",
+    "hil_wide": "HIL, residual bound 0.5 (`residual.scale=0.5`)",
     "dsrl": "DSRL (noise space)",
     "flow_sde": "Flow-SDE PPO",
     "flow_noise": "Flow-Noise PPO",
