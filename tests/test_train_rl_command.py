@@ -42,7 +42,6 @@ def base_and_demos(tmp_path_factory):
     return tiny_checkpoint(root, store, "steps=20", "batch_size=32"), store
 
 
-@pytest.mark.slow
 def test_the_residual_section_gives_the_residual_configs_defaults():
     """train_rl.yaml's ``residual`` section and ResidualConfig say the same: a default changed in
     one place only would make the CLI and the library train differently."""
@@ -51,6 +50,7 @@ def test_the_residual_section_gives_the_residual_configs_defaults():
     assert section == {k: defaults[k] for k in section}
 
 
+@pytest.mark.slow
 def test_residual_with_demos_and_scripted_human(tmp_path, base_and_demos):
     ckpt, store = base_and_demos
     out = run_train_rl(
