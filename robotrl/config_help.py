@@ -11,6 +11,7 @@ valid keys instead of being dropped (``+key=value``) or reported in Hydra's term
 from __future__ import annotations
 
 import difflib
+import json
 import re
 import shutil
 import textwrap
@@ -18,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -124,6 +125,70 @@ def parse_config_doc(name: str, text: str) -> ConfigDoc:
         if not raw:
             stack.append((indent, m["key"]))
     return ConfigDoc(name, " ".join(header), keys, defaults)
+
+
+def _yaml_value(value: Any) -> str:
+    """A default as a one-line YAML value (tuples and lists in flow style)."""
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_yaml_value(v) for v in value) + "]"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    text = str(value)
+    plain = re.fullmatch(r"[A-Za-z_][\w\-./]*", text) and text.lower() not in _YAML_WORDS
+    return text if plain else json.dumps(text)
+
+
+_YAML_WORDS = {"null", "true", "false", "yes", "no", "on", "off", "y", "n", "none"}
+
+
+def restate_defaults(text: str, defaults: dict[str, Any]) -> str:
+    """``text`` (a YAML config) with the value of every key path in ``defaults`` set to its
+    default there, where the two differ; the comments and every other line are kept.
+
+    The dataclasses a command builds are the one source of its defaults; the YAML restates them
+    beside their docs, and this rewrites the restatement (``python -m robotrl.commands``).
+
+    Raises:
+        KeyError: a path of ``defaults`` is not a scalar key of ``text``.
+    """
+    lines = text.splitlines(keepends=True)
+    stack: list[tuple[int, str]] = []
+    seen: set[str] = set()
+    for i, line in enumerate(lines):
+        m = _KEY_LINE.match(line)
+        if m is None:
+            continue
+        indent = len(m["indent"])
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        path = ".".join([*(k for _, k in stack), m["key"]])
+        raw, _ = _split_comment(m["rest"])
+        if not raw:
+            stack.append((indent, m["key"]))
+        if path not in defaults:
+            continue
+        if not raw:
+            raise KeyError(f"{path} is a mapping in the YAML, not a value")
+        seen.add(path)
+        default = defaults[path]
+        current = cast(dict[str, Any], OmegaConf.to_container(OmegaConf.create(f"v: {raw}")))["v"]
+        want = list(default) if isinstance(default, tuple) else default
+        if current == want and type(current) is type(want):
+            continue
+        value = _yaml_value(default)
+        tail = m["rest"][len(raw) :]  # the spaces and the comment after the value
+        if tail.strip():  # keep the comment's column where the value allows
+            spaces = len(tail) - len(tail.lstrip())
+            tail = " " * max(1, spaces - (len(value) - len(raw))) + tail.lstrip()
+        lines[i] = f"{m['indent']}{m['key']}: {value}{tail}\n"
+    missing = sorted(set(defaults) - seen)
+    if missing:
+        raise KeyError(f"not keys of the YAML: {missing}")
+    return "".join(lines)
 
 
 @cache
@@ -451,8 +516,9 @@ def reference_markdown(commands: Sequence[tuple[str, str, str]]) -> str:
         "`key=value`, a nested one with `a.b=value`; an unknown key, or a value of another type",
         "than the default's (`total_steps=abc`), is refused in one line before anything runs.",
         "Keys that the command hands to a dataclass (the RL sections `residual`, `dsrl`,",
-        "`flow_pg`; the training loops' and BC's settings) hold that dataclass's defaults; tests",
-        "keep both equal.",
+        "`flow_pg`; the training loops' and BC's settings) take their defaults from it: the",
+        "dataclass is the one source, the same command writes its defaults into the YAML, and a",
+        "test fails while they differ.",
     ]
     for command, config_name, summary in commands:
         doc = read_config_doc(config_name)
@@ -508,7 +574,12 @@ def _fits(kind: str, value: Any) -> bool:
 
 
 # keys whose default is one value but which also take one per element (their comments say so)
-PER_ELEMENT_LISTS = {("collect", "expert_bias"), ("dataset", "success")}
+PER_ELEMENT_LISTS = {
+    ("collect", "expert_bias"),
+    ("dataset", "success"),
+    ("train_rl", "residual.scale"),
+    ("train_rl", "rlpd.scale"),
+}
 
 
 def check_types(config_name: str, overrides: Sequence[str], cfg: DictConfig) -> None:

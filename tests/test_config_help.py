@@ -36,37 +36,42 @@ def test_every_key_is_one_table_row_with_escaped_text():
     assert "&lt;output_dir&gt;" in name  # not an HTML tag for the site
 
 
-@pytest.mark.parametrize(
-    ("config", "required", "cls"),
-    [
-        ("train_rl", ["checkpoint=x"], "robotrl.algos.residual_training:TrainConfig"),
-        ("train_rl", ["checkpoint=x"], "robotrl.algos.dsrl_training:DSRLTrainConfig"),
-        ("train_rl", ["checkpoint=x"], "robotrl.algos.flow_pg_training:FlowTrainConfig"),
-        ("train_bc", ["dataset=x"], "robotrl.bc_training:BCConfig"),
-        ("distill", ["checkpoint=x"], "policies.distillation:DistillConfig"),
-        ("train_reward", ["dataset=x"], "robotrl.algos.reward_training:RewardTrainConfig"),
-    ],
-)
-def test_command_defaults_equal_the_dataclass_defaults(config, required, cls) -> None:
-    # a top-level key that names a field of the dataclass the command builds has its default
-    # (train_rl's sections: test_train_rl_command)
-    import dataclasses
-    import importlib
+YAML = """\
+# header
+lr: 1.0e-4      # a rate
+steps: 10       # env steps
+nested:         # a section
+  scale: 0.1    # a bound
+  dims: null    # which
+"""
 
-    from robotrl.config_help import compose
 
-    module, name = cls.split(":")
-    fields = {f.name: f for f in dataclasses.fields(getattr(importlib.import_module(module), name))}
-    cfg = compose(config, required)
-    shared = [k for k in cfg if k in fields]
-    assert shared, f"{config}.yaml shares no key with {name}"
-    for key in shared:
-        f = fields[key]
-        default = f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
-        value = cfg[key]
-        value = list(value) if hasattr(value, "__len__") and not isinstance(value, str) else value
-        default = list(default) if isinstance(default, tuple) else default
-        assert value == default, f"{config}.{key}: yaml {value!r}, {name} {default!r}"
+def test_restating_a_changed_default_keeps_the_comment_and_its_column():
+    from robotrl.config_help import restate_defaults
+
+    out = restate_defaults(YAML, {"steps": 2000, "nested.scale": 0.5, "nested.dims": (0, 1)})
+    assert "steps: 2000     # env steps\n" in out
+    assert "  scale: 0.5    # a bound\n" in out
+    assert "  dims: [0, 1]  # which\n" in out
+    assert out.splitlines()[1] == "lr: 1.0e-4      # a rate"  # untouched
+    assert restate_defaults(YAML, {"lr": 1e-4, "steps": 10}) == YAML  # equal values stay as written
+
+
+def test_restating_fixes_a_value_of_the_wrong_type():
+    from robotrl.config_help import restate_defaults
+
+    assert "steps: 10.0" in restate_defaults(YAML, {"steps": 10.0})
+    out = restate_defaults(YAML, {"nested.dims": "on", "lr": 1e-5})
+    assert '  dims: "on"' in out and "lr: 1e-05" in out
+
+
+def test_restating_a_key_the_yaml_lacks_or_a_section_is_refused():
+    from robotrl.config_help import restate_defaults
+
+    with pytest.raises(KeyError, match=r"nested\.missing"):
+        restate_defaults(YAML, {"nested.missing": 1})
+    with pytest.raises(KeyError, match="nested is a mapping"):
+        restate_defaults(YAML, {"nested": {}})
 
 
 @pytest.mark.parametrize(
@@ -101,6 +106,8 @@ def test_keys_that_say_so_take_one_value_per_element() -> None:
     cfg = compose("collect", ["expert_bias=[0,0.4,0,0,0,0,0]"])
     assert list(cfg.expert_bias) == [0, 0.4, 0, 0, 0, 0, 0]
     assert compose("collect", ["expert_bias=0.3"]).expert_bias == 0.3
+    scale = compose("train_rl", ["checkpoint=x", "residual.scale=[0.1,0.1,2.0]"]).residual.scale
+    assert list(scale) == [0.1, 0.1, 2.0]
     with pytest.raises(ConfigKeyError, match=re.escape("expected a number or a list of them")):
         compose("collect", ["expert_bias=[0,x]"])
     with pytest.raises(ConfigKeyError, match="expected a number \\(default"):  # others: one

@@ -1,7 +1,6 @@
 """train-rl end to end on a tiny reach base (seconds): checkpoint, curves, scripted human."""
 
 import json
-from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ from tiny_reach import reach_demos, tiny_checkpoint
 from tiny_vla import TABLETOP_VLA_BC
 
 from robotrl.algos.perception_features import PerceptionFeaturizer
-from robotrl.algos.residual import ResidualConfig, load_agent
+from robotrl.algos.residual import load_agent
 from robotrl.algos.residual_policy import ZeroPolicy, load_residual_policy
 from robotrl.algos.residual_training import FROM_SCRATCH
 from robotrl.cli import compose, main
@@ -40,14 +39,6 @@ def base_and_demos(tmp_path_factory):
     root = tmp_path_factory.mktemp("rl")
     store = reach_demos(root, episodes=4)
     return tiny_checkpoint(root, store, "steps=20", "batch_size=32"), store
-
-
-def test_the_residual_section_gives_the_residual_configs_defaults():
-    """train_rl.yaml's ``residual`` section and ResidualConfig say the same: a default changed in
-    one place only would make the CLI and the library train differently."""
-    section = OmegaConf.to_container(compose("train_rl", ["checkpoint=x"]).residual)
-    defaults = asdict(ResidualConfig())
-    assert section == {k: defaults[k] for k in section}
 
 
 @pytest.mark.slow

@@ -3,16 +3,24 @@
 Each runner imports its command module when it runs (a lazy import on purpose: ``robotrl
 --help`` and the config reference stay free of torch and the simulators).
 
-``python -m robotrl.commands docs/configuration.md`` regenerates the configuration reference.
+The dataclasses a command builds (:data:`CONFIG_DATACLASSES`) are the one source of its
+defaults; its YAML restates them next to their docs. ``python -m robotrl.commands
+docs/configuration.md`` rewrites those restated values from the dataclasses, then regenerates
+the configuration reference.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig
 
-from robotrl.config_help import reference_markdown
+from robotrl.config_help import CONF_PACKAGE, reference_markdown, restate_defaults
 
 Command = Callable[[DictConfig], dict]
 
@@ -125,3 +133,75 @@ def config_reference() -> str:
     entries.append(("dataset <action>", "dataset", "inspect, verify, repair, import, export"))
     entries += [(f"bench {name}", cfg, summary) for name, (cfg, _, summary) in BENCHMARKS.items()]
     return reference_markdown(entries)
+
+
+# config -> (section of the YAML ('' for the top level), the dataclass whose fields it sets):
+# a key of the section that names a field of the class restates the field's default
+CONFIG_DATACLASSES: dict[str, tuple[tuple[str, str], ...]] = {
+    "train_rl": (
+        ("", "robotrl.algos.residual_training:TrainConfig"),
+        ("", "robotrl.algos.dsrl_training:DSRLTrainConfig"),
+        ("", "robotrl.algos.flow_pg_training:FlowTrainConfig"),
+        ("residual", "robotrl.algos.residual:ResidualConfig"),
+        ("dsrl", "robotrl.algos.dsrl:DSRLConfig"),
+        ("flow_pg", "robotrl.algos.flow_pg:FlowPGConfig"),
+    ),
+    "train_bc": (("", "robotrl.bc_training:BCConfig"),),
+    "distill": (("", "policies.distillation:DistillConfig"),),
+    "train_reward": (("", "robotrl.algos.reward_training:RewardTrainConfig"),),
+}
+
+
+def _yaml_keys(config: str) -> set[str]:
+    from robotrl.config_help import read_config_doc
+
+    return set(read_config_doc(config).keys)
+
+
+def dataclass_defaults(config: str) -> dict[str, Any]:
+    """Key path of ``robotrl/conf/<config>.yaml`` -> the default of the dataclass field it sets.
+
+    Raises:
+        ValueError: two dataclasses of one key give it different defaults.
+    """
+    keys = _yaml_keys(config)
+    out: dict[str, Any] = {}
+    where: dict[str, str] = {}
+    for section, target in CONFIG_DATACLASSES.get(config, ()):
+        module, name = target.split(":")
+        cls = getattr(importlib.import_module(module), name)
+        for f in dataclasses.fields(cls):
+            path = f"{section}.{f.name}" if section else f.name
+            if path not in keys:
+                continue
+            if f.default is not dataclasses.MISSING:
+                default = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                default = f.default_factory()
+            else:
+                continue  # required: the YAML's ??? or a value it chooses
+            if path in out and out[path] != default:
+                raise ValueError(
+                    f"{config}.{path}: {where[path]} gives {out[path]!r}, {name} {default!r}"
+                )
+            out[path], where[path] = default, name
+    return out
+
+
+def restated_config(config: str) -> str:
+    """The text of ``robotrl/conf/<config>.yaml`` with its dataclasses' current defaults."""
+    text = resources.files(CONF_PACKAGE).joinpath(f"{config}.yaml").read_text()
+    return restate_defaults(text, dataclass_defaults(config))
+
+
+def write_restated_configs() -> list[str]:
+    """Rewrite every YAML of :data:`CONFIG_DATACLASSES` whose restated defaults are stale; the
+    names of those rewritten."""
+    changed = []
+    for config in CONFIG_DATACLASSES:
+        path = Path(str(resources.files(CONF_PACKAGE).joinpath(f"{config}.yaml")))
+        text = restated_config(config)
+        if text != path.read_text():
+            path.write_text(text)
+            changed.append(config)
+    return changed
