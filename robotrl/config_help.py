@@ -574,12 +574,7 @@ def _fits(kind: str, value: Any) -> bool:
 
 
 # keys whose default is one value but which also take one per element (their comments say so)
-PER_ELEMENT_LISTS = {
-    ("collect", "expert_bias"),
-    ("dataset", "success"),
-    ("train_rl", "residual.scale"),
-    ("train_rl", "rlpd.scale"),
-}
+PER_ELEMENT_LISTS = {("collect", "expert_bias"), ("dataset", "success")}
 
 
 def check_types(config_name: str, overrides: Sequence[str], cfg: DictConfig) -> None:

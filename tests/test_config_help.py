@@ -106,8 +106,6 @@ def test_keys_that_say_so_take_one_value_per_element() -> None:
     cfg = compose("collect", ["expert_bias=[0,0.4,0,0,0,0,0]"])
     assert list(cfg.expert_bias) == [0, 0.4, 0, 0, 0, 0, 0]
     assert compose("collect", ["expert_bias=0.3"]).expert_bias == 0.3
-    scale = compose("train_rl", ["checkpoint=x", "residual.scale=[0.1,0.1,2.0]"]).residual.scale
-    assert list(scale) == [0.1, 0.1, 2.0]
     with pytest.raises(ConfigKeyError, match=re.escape("expected a number or a list of them")):
         compose("collect", ["expert_bias=[0,x]"])
     with pytest.raises(ConfigKeyError, match="expected a number \\(default"):  # others: one

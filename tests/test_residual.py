@@ -40,34 +40,6 @@ def test_residual_is_bounded_by_scale_and_exploration_by_two_std():
     assert np.abs(a - res).max() <= 0.1 + 1e-6
 
 
-def test_a_bound_per_dimension_bounds_each_dimension_and_its_imitation_target(tmp_path):
-    agent = _agent(scale=[0.1, 2.0], explore_std=0.05)
-    with torch.no_grad():
-        agent.actor[-1].weight.normal_(0, 10.0)
-    obs = np.random.default_rng(0).normal(size=(256, 4)).astype(np.float32)
-    _, res = agent.act(obs, np.zeros((256, 2), np.float32), explore=False)
-    assert 0.09 < np.abs(res[:, 0]).max() <= 0.1 + 1e-6
-    assert 1.8 < np.abs(res[:, 1]).max() <= 2.0 + 1e-6
-    # the imitation target of a correction of -1.5 on dim 1: kept whole there, clipped on dim 0
-    fit = _agent(scale=[0.1, 2.0], actor_lr=3e-3, residual_l2=0.0)
-    batch = _batch(np.random.default_rng(1), b=128)
-    batch["obs"]["demo"] = np.ones(128, np.float32)
-    batch["obs"]["base_action"][:] = 0.5
-    batch["action"] = np.tile(np.array([0.8, -1.0], np.float32), (128, 1))
-    for _ in range(300):
-        fit.update(batch, update_actor=True)
-    feats, base = (torch.from_numpy(batch["obs"][k]) for k in ("features", "base_action"))
-    np.testing.assert_allclose(fit.residual(feats, base).mean(0).detach(), [0.1, -1.5], atol=0.05)
-    loaded, _ = load_agent(save_agent(fit, tmp_path / "ckpt", {}))
-    torch.testing.assert_close(loaded.bound, torch.tensor([0.1, 2.0]))
-
-
-@pytest.mark.parametrize(("scale", "message"), [([0.1], "1 or 2 values"), ([0.1, 0.0], "> 0")])
-def test_a_bad_bound_is_refused(scale, message):
-    with pytest.raises(ValueError, match=message):
-        _agent(scale=scale)
-
-
 def _batch(rng, b=64, reward=1.0, discount=0.0):
     f = lambda: rng.normal(size=(b, 4)).astype(np.float32)  # noqa: E731
     g = lambda: rng.uniform(-1, 1, (b, 2)).astype(np.float32)  # noqa: E731

@@ -20,7 +20,6 @@ Observations reach the agent as flat feature vectors ``obs`` (B, O) (see
 from __future__ import annotations
 
 import copy
-import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
@@ -41,8 +40,7 @@ class ResidualConfig:
     """Hyperparameters (defaults: ResFiT's, with the actor lr raised for CPU budgets).
 
     Attributes:
-        scale: bound of the residual [action units]: one for every dimension, or a list of one
-            per dimension (A,); ResFiT uses 0.1 (0.2 in paper runs).
+        scale: bound of the residual [action units]; ResFiT uses 0.1 (0.2 in paper runs).
         hidden: width of actor and critic MLPs. actor_layers, critic_layers: hidden layers.
         ensemble: critic heads E. target_heads: heads whose min forms the target.
         layer_norm: LayerNorm in the critics (and actor).
@@ -78,7 +76,7 @@ class ResidualConfig:
             imitation target ``a_d - a_b`` then teaches it the mean correction at a state.
     """
 
-    scale: float | list[float] = 0.1
+    scale: float = 0.1
     hidden: int = 128
     actor_layers: int = 2
     critic_layers: int = 2
@@ -155,22 +153,6 @@ def _truncated_normal(shape: tuple[int, ...], std: float, rng: np.random.Generat
     return np.clip(rng.normal(0.0, std, shape), -2 * std, 2 * std)
 
 
-def residual_bound(scale: float | Sequence[float], act_dim: int) -> torch.Tensor:
-    """(A,) float32 bound of the residual from ``ResidualConfig.scale``.
-
-    Raises:
-        ValueError: a list of another length than ``act_dim``, or a bound that is not > 0.
-    """
-    values = [float(s) for s in scale] if isinstance(scale, Sequence) else [float(scale)] * act_dim
-    if len(values) != act_dim:
-        raise ValueError(
-            f"scale needs 1 or {act_dim} values (one per action dim), not {len(values)}"
-        )
-    if not all(math.isfinite(v) and v > 0 for v in values):
-        raise ValueError(f"scale must be > 0 in every dimension, got {values}")
-    return torch.tensor(values, dtype=torch.float32)
-
-
 class ResidualAgent(nn.Module):
     """Residual actor + critic ensemble + their targets and optimisers.
 
@@ -192,7 +174,6 @@ class ResidualAgent(nn.Module):
             mask = torch.zeros(act_dim)
             mask[dims] = 1.0
         self.mask = mask  # (A,) 1 where the residual acts (not a parameter: it follows cfg)
-        self.bound = residual_bound(cfg.scale, act_dim)  # (A,) [action units]
         self.actor = mlp(obs_dim + act_dim, act_dim, cfg.hidden, cfg.actor_layers, cfg.layer_norm)
         last = self.actor[-1]
         nn.init.zeros_(last.weight)  # step 0: the executed policy is the base policy
@@ -216,7 +197,7 @@ class ResidualAgent(nn.Module):
         net = self.actor_target if target else self.actor
         if not self.cfg.base_input:
             base = torch.zeros_like(base)
-        return self.bound * torch.tanh(net(torch.cat([obs, base], dim=-1))) * self.mask
+        return self.cfg.scale * torch.tanh(net(torch.cat([obs, base], dim=-1))) * self.mask
 
     @torch.no_grad()
     def act(
@@ -279,7 +260,7 @@ class ResidualAgent(nn.Module):
             actor_loss = -q_actor.mean()
             if cfg.residual_l2 > 0:
                 actor_loss = actor_loss + cfg.residual_l2 * (res**2).sum(-1).mean()
-            wanted = (action - base).clamp(-self.bound, self.bound) * self.mask  # imitation target
+            wanted = (action - base).clamp(-cfg.scale, cfg.scale) * self.mask  # imitation target
             for key, weight, log in (
                 ("human", cfg.intervention_bc, "intervention_bc"),
                 ("demo", cfg.demo_bc, "demo_bc"),

@@ -54,8 +54,9 @@ class CandidateChoice:
         base = torch.from_numpy(self.policy.chunks.act(batch).astype(np.float32))  # (1, A)
         draws = self.rng.normal(0.0, self.sigma, (self.k, agent.act_dim)).astype(np.float32)
         draws[0] = 0.0
+        scale = agent.cfg.scale
         res = (agent.residual(feats, base) + torch.from_numpy(draws) * agent.mask).clamp(
-            -agent.bound, agent.bound
+            -scale, scale
         )
         return feats, (base + res).clamp(-1.0, 1.0)
 
