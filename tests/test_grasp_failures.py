@@ -1,0 +1,74 @@
+"""The lift failure modes: the classification of an episode's record, the scripted expert's
+episodes are successes, an expert pushed sideways never closes its gripper, and a
+constant offset that undoes a planted one fixes the episodes it broke."""
+
+import numpy as np
+import pytest
+
+import sim
+from robotrl.benchmarks.grasp_failures import (
+    GraspRecord,
+    classify,
+    constant_offsets,
+    grasp_failures,
+)
+
+
+@pytest.mark.parametrize(
+    ("record", "mode"),
+    [
+        (GraspRecord(True, (0.0, 0.0, 0.0), 0.0, 0.12), "success"),
+        (GraspRecord(False, (0.0, 0.0, 0.0), 0.0, 0.05), "lifted"),
+        (GraspRecord(False, None, 0.2, 0.0), "never_closed"),
+        (GraspRecord(False, (0.05, 0.06, 0.0), 0.07, 0.0), "closed_off"),
+        (GraspRecord(False, (0.0, 0.01, 0.03), 0.03, 0.0), "closed_high"),
+        (GraspRecord(False, (0.005, 0.0, 0.01), 0.01, 0.0), "closed_near"),
+    ],
+)
+def test_a_record_gets_its_mode(record, mode) -> None:
+    assert classify(record) == mode
+
+
+class _Shifted:
+    """The scripted lift expert with a constant action ``shift`` (an episode policy)."""
+
+    def __init__(self, env, shift) -> None:
+        self.expert, self.shift = sim.make_expert("lift", env), np.asarray(shift)
+
+    def reset(self) -> None:
+        self.expert.reset()
+
+    def __call__(self, obs):
+        return np.clip(self.expert(obs) + self.shift, -1.0, 1.0)
+
+
+@pytest.fixture(scope="module")
+def env():
+    e = sim.make("lift")
+    yield e
+    e.close()
+
+
+def test_the_experts_episodes_are_successes(env) -> None:
+    out = grasp_failures(env, _Shifted(env, np.zeros(7)), episodes=2, seed=0)
+    assert out["modes"] == {"success": 2} and out["success_rate"] == 1.0
+
+
+def test_a_sideways_drift_keeps_the_gripper_open_and_the_opposite_offset_fixes_it(env) -> None:
+    drift = np.zeros(7)
+    drift[1] = 0.4  # the expert closes once within 6 mm of the cube, which the drift prevents
+    out = grasp_failures(env, _Shifted(env, drift), episodes=2, seed=0, offsets=-drift[None])
+    assert out["modes"] == {"never_closed": 2} and out["success_rate"] == 0.0
+    assert out["fixed_by_an_offset"] == {"never_closed": 2} and out["offsets"] == 1
+
+
+def test_the_offsets_are_horizontal_directions_and_down() -> None:
+    o = constant_offsets(7, sizes=(0.03,))
+    assert o.shape == (9, 7)
+    np.testing.assert_allclose(np.linalg.norm(o[:8, :2], axis=1), 0.03)
+    assert (o[:8, 2:] == 0).all() and o[8, 2] == -0.03 and (o[:, 3:] == 0).all()
+
+
+def test_no_episodes_is_refused(env) -> None:
+    with pytest.raises(ValueError, match="episodes must be >= 1"):
+        grasp_failures(env, _Shifted(env, np.zeros(7)), episodes=0, seed=0)
