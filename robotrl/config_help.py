@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
 import shutil
 import textwrap
@@ -128,21 +129,41 @@ def parse_config_doc(name: str, text: str) -> ConfigDoc:
 
 
 def _yaml_value(value: Any) -> str:
-    """A default as a one-line YAML value (tuples and lists in flow style)."""
+    """A default as a one-line YAML value (tuples and lists in flow style).
+
+    Raises:
+        TypeError: a value a YAML scalar or list cannot hold as the same Python value (a
+            mapping, an enum, a numpy scalar, ...).
+    """
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_yaml_value(v) for v in value) + "]"
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, (int, float)):
+    if type(value) is int:
         return repr(value)
-    text = str(value)
-    plain = re.fullmatch(r"[A-Za-z_][\w\-./]*", text) and text.lower() not in _YAML_WORDS
-    return text if plain else json.dumps(text)
+    if type(value) is float:
+        if math.isnan(value):
+            return ".nan"
+        return {math.inf: ".inf", -math.inf: "-.inf"}.get(value, repr(value))
+    if type(value) is not str:
+        raise TypeError(f"{value!r} ({type(value).__name__}) has no one-line YAML form")
+    plain = re.fullmatch(r"[A-Za-z_][\w\-./]*", value) and value.lower() not in _YAML_WORDS
+    return value if plain else json.dumps(value)
 
 
 _YAML_WORDS = {"null", "true", "false", "yes", "no", "on", "off", "y", "n", "none"}
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """``a == b`` with the same types all the way down (``1``, ``1.0`` and ``True`` differ;
+    a tuple equals the list of its elements)."""
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return type(a) is type(b)
+    return type(a) is type(b) and a == b
 
 
 def restate_defaults(text: str, defaults: dict[str, Any]) -> str:
@@ -150,10 +171,14 @@ def restate_defaults(text: str, defaults: dict[str, Any]) -> str:
     default there, where the two differ; the comments and every other line are kept.
 
     The dataclasses a command builds are the one source of its defaults; the YAML restates them
-    beside their docs, and this rewrites the restatement (``python -m robotrl.commands``).
+    beside their docs, and this rewrites the restatement (``python -m robotrl.commands
+    --defaults``).
 
     Raises:
-        KeyError: a path of ``defaults`` is not a scalar key of ``text``.
+        KeyError: a path of ``defaults`` is not a one-line value of ``text``: missing, a
+            mapping or block value, a block scalar (``|``, ``>``), an interpolation
+            (``${...}``) or a required value (``???``), which the dataclass would replace.
+        TypeError: a default without a one-line YAML form.
     """
     lines = text.splitlines(keepends=True)
     stack: list[tuple[int, str]] = []
@@ -171,20 +196,21 @@ def restate_defaults(text: str, defaults: dict[str, Any]) -> str:
             stack.append((indent, m["key"]))
         if path not in defaults:
             continue
-        if not raw:
-            raise KeyError(f"{path} is a mapping in the YAML, not a value")
+        if not raw or raw[0] in "|>" or "${" in raw or raw == MISSING:
+            what = "a mapping or block value" if not raw else f"written {raw!r}"
+            raise KeyError(f"{path} is {what} in the YAML, not a one-line value to restate")
         seen.add(path)
         default = defaults[path]
         current = cast(dict[str, Any], OmegaConf.to_container(OmegaConf.create(f"v: {raw}")))["v"]
-        want = list(default) if isinstance(default, tuple) else default
-        if current == want and type(current) is type(want):
+        if same_value(current, default):
             continue
         value = _yaml_value(default)
         tail = m["rest"][len(raw) :]  # the spaces and the comment after the value
         if tail.strip():  # keep the comment's column where the value allows
             spaces = len(tail) - len(tail.lstrip())
             tail = " " * max(1, spaces - (len(value) - len(raw))) + tail.lstrip()
-        lines[i] = f"{m['indent']}{m['key']}: {value}{tail}\n"
+        end = line[len(line.rstrip("\r\n")) :]
+        lines[i] = f"{line[: m.start('rest')]}{value}{tail}{end}"
     missing = sorted(set(defaults) - seen)
     if missing:
         raise KeyError(f"not keys of the YAML: {missing}")
@@ -517,8 +543,8 @@ def reference_markdown(commands: Sequence[tuple[str, str, str]]) -> str:
         "than the default's (`total_steps=abc`), is refused in one line before anything runs.",
         "Keys that the command hands to a dataclass (the RL sections `residual`, `dsrl`,",
         "`flow_pg`; the training loops' and BC's settings) take their defaults from it: the",
-        "dataclass is the one source, the same command writes its defaults into the YAML, and a",
-        "test fails while they differ.",
+        "dataclass is the one source, `python -m robotrl.commands --defaults` writes them into",
+        "the YAML, and a test fails while the two differ.",
     ]
     for command, config_name, summary in commands:
         doc = read_config_doc(config_name)

@@ -18,7 +18,8 @@ def test_the_committed_reference_page_is_the_generated_one(tmp_path):
     subprocess.run([sys.executable, "-m", "robotrl.commands", str(out)], check=True, cwd=ROOT)
     committed = (ROOT / "docs" / "configuration.md").read_text()
     assert out.read_text() == committed, (
-        "docs/configuration.md is stale: run python -m robotrl.commands docs/configuration.md"
+        "docs/configuration.md is stale: "
+        "run python -m robotrl.commands --defaults docs/configuration.md"
     )
 
 
@@ -65,13 +66,36 @@ def test_restating_fixes_a_value_of_the_wrong_type():
     assert '  dims: "on"' in out and "lr: 1e-05" in out
 
 
-def test_restating_a_key_the_yaml_lacks_or_a_section_is_refused():
+@pytest.mark.parametrize(
+    ("text", "defaults", "message"),
+    [
+        (YAML, {"nested.missing": 1}, r"not keys of the YAML: \['nested\.missing'\]"),
+        (YAML, {"nested": 1}, "nested is a mapping or block value"),
+        ("a: ${b}\nb: 3\n", {"a": 3}, r"a is written '\$\{b\}'"),
+        ("a: ???\n", {"a": 3}, r"a is written '\?\?\?'"),
+        ("a: |\n  text\n", {"a": "x"}, "a is written '|'"),
+    ],
+)
+def test_restating_what_is_not_a_one_line_value_is_refused(text, defaults, message):
     from robotrl.config_help import restate_defaults
 
-    with pytest.raises(KeyError, match=r"nested\.missing"):
-        restate_defaults(YAML, {"nested.missing": 1})
-    with pytest.raises(KeyError, match="nested is a mapping"):
-        restate_defaults(YAML, {"nested": {}})
+    with pytest.raises(KeyError, match=message):
+        restate_defaults(text, defaults)
+
+
+@pytest.mark.parametrize("value", [{"a": 1}, complex(1, 2), b"x"])
+def test_a_default_without_a_yaml_form_is_refused(value):
+    from robotrl.config_help import restate_defaults
+
+    with pytest.raises(TypeError, match="no one-line YAML form"):
+        restate_defaults("a: 1\n", {"a": value})
+
+
+def test_same_value_compares_types_all_the_way_down():
+    from robotrl.config_help import same_value
+
+    assert same_value([0, 1], (0, 1)) and same_value(float("nan"), float("nan"))
+    assert not same_value(1, 1.0) and not same_value(1, True) and not same_value([0, 1], [0.0, 1])
 
 
 @pytest.mark.parametrize(

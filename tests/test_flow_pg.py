@@ -154,7 +154,7 @@ def _learn(biased, algo, **kw):
         entropy_coef=0.0,
         **kw,
     )
-    train = FlowTrainConfig(total_env_steps=40_000, eval_every=2048, target_success=0.8, seed=1)
+    train = FlowTrainConfig(total_steps=40_000, eval_every=2048, target_success=0.8, seed=1)
     start = time.perf_counter()
     res = train_flow_pg(policy, _venv(16), _evaluate, cfg, train, execute_horizon=1, progress=False)
     return res, time.perf_counter() - start
@@ -293,7 +293,7 @@ def test_training_progress_moves_per_env_step_through_each_phase(monkeypatch):
     cfg = FlowPGConfig(
         algo="flow_sde", num_steps=2, rollout_env_steps=8, minibatch_size=8, critic_warmup_iters=0
     )
-    train = FlowTrainConfig(total_env_steps=16, eval_every=8)
+    train = FlowTrainConfig(total_steps=16, eval_every=8)
     evals = iter([0.0, 0.25, 0.5])
     res = train_flow_pg(
         _biased_policy(steps=0),
@@ -324,13 +324,13 @@ def test_a_budget_that_cannot_update_the_policy_is_refused_before_any_env_step()
     policy = _biased_policy(steps=0)
 
     def run(cfg, total):
-        train = FlowTrainConfig(total_env_steps=total)
+        train = FlowTrainConfig(total_steps=total)
         evaluate = lambda _p: pytest.fail("evaluated before the budget was checked")  # noqa: E731
         train_flow_pg(policy, _UntouchableVenv(), evaluate, cfg, train, execute_horizon=1)
 
-    with pytest.raises(ValueError, match="total_env_steps=50 is smaller than one rollout"):
+    with pytest.raises(ValueError, match="total_steps=50 is smaller than one rollout"):
         run(FlowPGConfig(algo="grpo", rollout_env_steps=100), 50)
     warm = FlowPGConfig(algo="flow_sde", rollout_env_steps=99, critic_warmup_iters=3)
     with pytest.raises(ValueError, match="critic_warmup_iters=3") as err:
         run(warm, 300)  # 3 rollouts of 100 env steps (whole steps of 2 envs): value head only
-    assert "e.g. total_env_steps=400" in str(err.value)
+    assert "e.g. total_steps=400" in str(err.value)

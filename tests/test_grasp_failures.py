@@ -18,7 +18,7 @@ from robotrl.benchmarks.grasp_failures import (
     ("record", "mode"),
     [
         (GraspRecord(True, (0.0, 0.0, 0.0), 0.0, 0.12), "success"),
-        (GraspRecord(False, (0.0, 0.0, 0.0), 0.0, 0.05), "lifted"),
+        (GraspRecord(False, (0.0, 0.0, 0.0), 0.0, 0.05), "lifted_low"),
         (GraspRecord(False, None, 0.2, 0.0), "never_closed"),
         (GraspRecord(False, (0.05, 0.06, 0.0), 0.07, 0.0), "closed_off"),
         (GraspRecord(False, (0.0, 0.01, 0.03), 0.03, 0.0), "closed_high"),
@@ -67,6 +67,27 @@ def test_the_offsets_are_horizontal_directions_and_down() -> None:
     assert o.shape == (9, 7)
     np.testing.assert_allclose(np.linalg.norm(o[:8, :2], axis=1), 0.03)
     assert (o[:8, 2:] == 0).all() and o[8, 2] == -0.03 and (o[:, 3:] == 0).all()
+
+
+class _Coin(_Shifted):
+    """Fails (gripper never closes) or acts as the expert, by a coin flip per episode."""
+
+    def __init__(self, env) -> None:
+        super().__init__(env, np.zeros(7))
+        self.rng, self.expert_now = np.random.default_rng(0), False
+
+    def reset(self) -> None:
+        super().reset()
+        self.expert_now = bool(self.rng.integers(2))
+
+    def __call__(self, obs):
+        a = super().__call__(obs)
+        return a if self.expert_now else np.r_[a[:6], -1.0]
+
+
+def test_offsets_refuse_a_policy_that_does_not_repeat_its_episodes(env) -> None:
+    with pytest.raises(ValueError, match="succeeded when replayed"):
+        grasp_failures(env, _Coin(env), episodes=6, seed=0, offsets=np.zeros((1, 7)))
 
 
 def test_no_episodes_is_refused(env) -> None:

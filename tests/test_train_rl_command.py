@@ -381,18 +381,13 @@ def test_rlpd_takes_its_recipe_from_its_own_section(tmp_path, capsys):
         ("flow_pg", "robotrl.algos.flow_pg:FlowPGConfig"),
     ],
 )
-def test_config_sections_state_the_dataclass_defaults(section, cls):
-    # one source of truth: a key listed in train_rl.yaml has its dataclass's default value
+def test_every_key_of_a_config_section_is_a_field_of_its_dataclass(section, cls):
+    # (their defaults: tests/test_commands.py)
     import dataclasses
     import importlib
 
     module, name = cls.split(":")
-    fields = {f.name: f for f in dataclasses.fields(getattr(importlib.import_module(module), name))}
+    fields = {f.name for f in dataclasses.fields(getattr(importlib.import_module(module), name))}
     cfg = compose("train_rl", ["checkpoint=x"])
-    for key, value in cfg[section].items():
+    for key in cfg[section]:
         assert key in fields, f"{section}.{key} is not a field of {name}"
-        f = fields[key]
-        default = f.default_factory() if f.default is dataclasses.MISSING else f.default
-        value = list(value) if hasattr(value, "__len__") and not isinstance(value, str) else value
-        default = list(default) if isinstance(default, tuple) else default
-        assert value == default, f"{section}.{key}: yaml {value!r}, {name} {default!r}"

@@ -24,13 +24,13 @@ class FlowTrainConfig:
     """Schedule of :func:`train_flow_pg`.
 
     Attributes:
-        total_env_steps: env steps summed over envs (at least one rollout, see
+        total_steps: env steps summed over envs (at least one rollout, see
         :func:`check_budget`). eval_every: env steps between evaluations.
         target_success: stop once an evaluation reaches it (None: run to the end).
         seed: RNGs and the first episode seed.
     """
 
-    total_env_steps: int = 100_000
+    total_steps: int = 20_000
     eval_every: int = 2_000
     target_success: float | None = None
     seed: int = 0
@@ -50,27 +50,26 @@ class FlowTrainResult:
 def check_budget(
     cfg: FlowPGConfig, train: FlowTrainConfig, num_envs: int, *, cli: bool = False
 ) -> None:
-    """Raise ValueError when ``train.total_env_steps`` cannot update the policy: it is smaller
+    """Raise ValueError when ``train.total_steps`` cannot update the policy: it is smaller
     than one rollout, or it ends within the critic-only warm-up rollouts. ``cli``: name the
-    settings as ``robotrl train-rl`` spells them (``total_steps``, ``flow_pg.*``)."""
-    total_name = "total_steps" if cli else "total_env_steps"
+    settings as ``robotrl train-rl`` spells them (``flow_pg.*``)."""
     prefix = "flow_pg." if cli else ""
-    total, rollout = int(train.total_env_steps), int(cfg.rollout_env_steps)
+    total, rollout = int(train.total_steps), int(cfg.rollout_env_steps)
     # a rollout stops at the first whole vector step past rollout_env_steps
     per_rollout = -(-max(rollout, 1) // max(num_envs, 1)) * max(num_envs, 1)
     if total < max(rollout, 1):
         raise ValueError(
-            f"{total_name}={total} is smaller than one rollout "
-            f"({prefix}rollout_env_steps={rollout}): give {total_name} >= {rollout}, "
+            f"total_steps={total} is smaller than one rollout "
+            f"({prefix}rollout_env_steps={rollout}): give total_steps >= {rollout}, "
             f"or lower {prefix}rollout_env_steps"
         )
     warm = int(cfg.critic_warmup_iters) if cfg.uses_critic else 0
     if total <= warm * per_rollout:
         raise ValueError(
-            f"{total_name}={total} ends before the policy is updated: the first "
+            f"total_steps={total} ends before the policy is updated: the first "
             f"{prefix}critic_warmup_iters={warm} rollouts of {per_rollout} env steps train only "
-            f"the value head; give {total_name} > {warm * per_rollout}, e.g. "
-            f"{total_name}={(warm + 1) * per_rollout}, or lower {prefix}critic_warmup_iters"
+            f"the value head; give total_steps > {warm * per_rollout}, e.g. "
+            f"total_steps={(warm + 1) * per_rollout}, or lower {prefix}critic_warmup_iters"
         )
 
 
@@ -109,7 +108,7 @@ def train_flow_pg(
     learner = FlowPG(policy, rollout.feature_dim, cfg)  # sets cfg's K and noise bounds
     result = FlowTrainResult(learner=learner)
     start = time.perf_counter()
-    bar = tqdm(total=train.total_env_steps, desc=cfg.algo, disable=not progress)
+    bar = tqdm(total=train.total_steps, desc=cfg.algo, disable=not progress)
     postfix: dict[str, str] = {}
 
     def show(**values: str) -> None:  # called on phase changes only: each call redraws
@@ -146,7 +145,7 @@ def train_flow_pg(
     next_eval = train.eval_every
     it = 0
     try:
-        while rollout.env_steps < train.total_env_steps and result.steps_to_target is None:
+        while rollout.env_steps < train.total_steps and result.steps_to_target is None:
             show(phase="rollout")
             groups = rollout.collect(cfg.rollout_env_steps, on_step=bar.update)
             recent += [ep.success for g in groups for ep in g]

@@ -2,11 +2,13 @@
 
 A lift episode fails in one of a few ways, and they need different corrections: the gripper
 closes beside the cube (its xy was wrong by centimetres), above it (the descent was late), at
-it without lifting it, or the cube is lifted and dropped. :func:`grasp_failures` runs a policy
+it without lifting it, or the cube rises but never to the task's height (dropped, or still on
+its way when time runs out). :func:`grasp_failures` runs a policy
 on seeded episodes and counts each mode; with ``offsets`` it also replays every failed episode
 with each constant action offset added to every action and counts, per mode, the failures one
 of them turns into a success: what a residual that learnt one constant correction per episode
-could fix, and so what exploration around the policy can find.
+could fix, and so what exploration around the policy can find. The replays need a policy that
+repeats an episode exactly (a flow base from its mean noise, a residual on it).
 
 Frames and units: positions are the env's ``state/ee_pos`` and ``state/cube_pos`` (base frame,
 metres); actions and offsets are the env's normalised action units (translation 0-2, rotation
@@ -24,7 +26,7 @@ import numpy as np
 
 from robotrl.evaluation import EpisodePolicy
 
-MODES = ("success", "lifted", "closed_off", "closed_high", "closed_near", "never_closed")
+MODES = ("success", "lifted_low", "closed_off", "closed_high", "closed_near", "never_closed")
 NEAR = 0.02  # [m] the TCP within this of the cube centre counts as at it (the cube's half size)
 
 
@@ -34,8 +36,8 @@ class GraspRecord:
 
     Attributes:
         success: the task's success flag at any step.
-        close_offset: (3,) TCP minus cube centre [m] at the first closing command (gripper
-            action > 0), None if the gripper never closed.
+        close_offset: (3,) TCP minus cube centre [m] at the first step whose gripper command
+            is positive (closing), None if there is none.
         min_distance: the TCP's closest approach to the cube centre [m].
         max_lift: the cube's highest rise above its start [m].
     """
@@ -51,7 +53,7 @@ def classify(record: GraspRecord) -> str:
     if record.success:
         return "success"
     if record.max_lift > NEAR:
-        return "lifted"
+        return "lifted_low"
     if record.close_offset is None:
         return "never_closed"
     dx, dy, dz = record.close_offset
@@ -112,7 +114,13 @@ def grasp_failures(
     offsets: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """``{"modes": {mode: episodes}, "success_rate", ["fixed_by_an_offset": {mode: episodes},
-    "offsets": K]}`` over episodes ``seed + i``."""
+    "offsets": K]}`` over episodes ``seed + i``.
+
+    Raises:
+        ValueError: ``episodes`` < 1, or with ``offsets`` a failed episode that succeeds when
+            replayed as it was (the policy is not deterministic, so a success with an offset
+            would not be the offset's).
+    """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     modes = [classify(record_episode(env, policy, seed + i)) for i in range(episodes)]
@@ -123,9 +131,14 @@ def grasp_failures(
     if offsets is not None:
         fixed: Counter[str] = Counter()
         for i, mode in enumerate(modes):
-            if mode != "success" and any(
-                record_episode(env, policy, seed + i, o).success for o in offsets
-            ):
+            if mode == "success":
+                continue
+            if record_episode(env, policy, seed + i).success:
+                raise ValueError(
+                    f"episode {seed + i} failed, then succeeded when replayed: offsets need a "
+                    "policy that repeats its episodes (a base from its mean noise)"
+                )
+            if any(record_episode(env, policy, seed + i, o).success for o in offsets):
                 fixed[mode] += 1
         out["fixed_by_an_offset"] = {m: fixed[m] for m in out["modes"] if m != "success"}
         out["offsets"] = len(offsets)

@@ -4,7 +4,7 @@ Each runner imports its command module when it runs (a lazy import on purpose: `
 --help`` and the config reference stay free of torch and the simulators).
 
 The dataclasses a command builds (:data:`CONFIG_DATACLASSES`) are the one source of its
-defaults; its YAML restates them next to their docs. ``python -m robotrl.commands
+defaults; its YAML restates them next to their docs. ``python -m robotrl.commands --defaults
 docs/configuration.md`` rewrites those restated values from the dataclasses, then regenerates
 the configuration reference.
 """
@@ -20,7 +20,13 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from robotrl.config_help import CONF_PACKAGE, reference_markdown, restate_defaults
+from robotrl.config_help import (
+    CONF_PACKAGE,
+    read_config_doc,
+    reference_markdown,
+    restate_defaults,
+    same_value,
+)
 
 Command = Callable[[DictConfig], dict]
 
@@ -136,7 +142,7 @@ def config_reference() -> str:
 
 
 # config -> (section of the YAML ('' for the top level), the dataclass whose fields it sets):
-# a key of the section that names a field of the class restates the field's default
+# a key of the section named as a field of the class restates the field's default
 CONFIG_DATACLASSES: dict[str, tuple[tuple[str, str], ...]] = {
     "train_rl": (
         ("", "robotrl.algos.residual_training:TrainConfig"),
@@ -152,35 +158,35 @@ CONFIG_DATACLASSES: dict[str, tuple[tuple[str, str], ...]] = {
 }
 
 
-def _yaml_keys(config: str) -> set[str]:
-    from robotrl.config_help import read_config_doc
-
-    return set(read_config_doc(config).keys)
+def section_defaults(config: str, section: str, target: str) -> dict[str, Any]:
+    """Key path of ``robotrl/conf/<config>.yaml`` under ``section`` -> the default of the
+    field of ``target`` (``module:Class``) of that name, for the keys the YAML has."""
+    keys = read_config_doc(config).keys
+    module, name = target.split(":")
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(getattr(importlib.import_module(module), name)):
+        path = f"{section}.{f.name}" if section else f.name
+        if path not in keys:
+            continue
+        if f.default is not dataclasses.MISSING:
+            out[path] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            out[path] = f.default_factory()
+    return out
 
 
 def dataclass_defaults(config: str) -> dict[str, Any]:
     """Key path of ``robotrl/conf/<config>.yaml`` -> the default of the dataclass field it sets.
 
     Raises:
-        ValueError: two dataclasses of one key give it different defaults.
+        ValueError: two dataclasses of one key give it different defaults (or types).
     """
-    keys = _yaml_keys(config)
     out: dict[str, Any] = {}
     where: dict[str, str] = {}
     for section, target in CONFIG_DATACLASSES.get(config, ()):
-        module, name = target.split(":")
-        cls = getattr(importlib.import_module(module), name)
-        for f in dataclasses.fields(cls):
-            path = f"{section}.{f.name}" if section else f.name
-            if path not in keys:
-                continue
-            if f.default is not dataclasses.MISSING:
-                default = f.default
-            elif f.default_factory is not dataclasses.MISSING:
-                default = f.default_factory()
-            else:
-                continue  # required: the YAML's ??? or a value it chooses
-            if path in out and out[path] != default:
+        name = target.split(":")[1]
+        for path, default in section_defaults(config, section, target).items():
+            if path in out and not same_value(out[path], default):
                 raise ValueError(
                     f"{config}.{path}: {where[path]} gives {out[path]!r}, {name} {default!r}"
                 )
@@ -188,20 +194,31 @@ def dataclass_defaults(config: str) -> dict[str, Any]:
     return out
 
 
+def _conf_file(config: str) -> Path:
+    return Path(str(resources.files(CONF_PACKAGE).joinpath(f"{config}.yaml")))
+
+
 def restated_config(config: str) -> str:
     """The text of ``robotrl/conf/<config>.yaml`` with its dataclasses' current defaults."""
-    text = resources.files(CONF_PACKAGE).joinpath(f"{config}.yaml").read_text()
-    return restate_defaults(text, dataclass_defaults(config))
+    return restate_defaults(_conf_file(config).read_text(), dataclass_defaults(config))
 
 
-def write_restated_configs() -> list[str]:
+def write_restated_configs() -> list[Path]:
     """Rewrite every YAML of :data:`CONFIG_DATACLASSES` whose restated defaults are stale; the
-    names of those rewritten."""
+    files rewritten.
+
+    Raises:
+        RuntimeError: the configs are not files of a source checkout (an installed package).
+    """
     changed = []
     for config in CONFIG_DATACLASSES:
-        path = Path(str(resources.files(CONF_PACKAGE).joinpath(f"{config}.yaml")))
+        path = _conf_file(config)
+        if not (path.is_file() and (path.parents[2] / "pyproject.toml").is_file()):
+            raise RuntimeError(f"{path} is not in a source checkout: restate defaults there")
         text = restated_config(config)
         if text != path.read_text():
             path.write_text(text)
-            changed.append(config)
+            changed.append(path)
+    if changed:
+        read_config_doc.cache_clear()  # the reference is generated from the new text
     return changed

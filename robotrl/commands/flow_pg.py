@@ -54,7 +54,7 @@ def run_flow_pg(cfg: DictConfig) -> dict[str, Any]:
     fcfg = FlowPGConfig(algo=cfg.algo, **OmegaConf.to_object(cfg.flow_pg))
     te = int(fcfg.execute_horizon or meta.get("execute_horizon", policy.action_horizon // 2))
     train = FlowTrainConfig(
-        total_env_steps=cfg.total_steps,
+        total_steps=cfg.total_steps,
         eval_every=cfg.eval_every,
         target_success=cfg.target_success,
         seed=cfg.seed,
