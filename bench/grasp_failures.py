@@ -1,10 +1,10 @@
 """Where does a lift policy fail, and would a constant correction fix it? Prints JSON.
 
-Usage: python bench/grasp_failures.py checkpoint=<train-bc or train-rl residual checkpoint>
+Usage: python bench/grasp_failures.py checkpoint=<train-bc or train-rl checkpoint>
     [episodes=100] [seed=200000] [offsets=false] [noise_scale=<a base: 0; a residual: its own>]
 
 Classifies each episode ``seed + i`` by :mod:`robotrl.benchmarks.grasp_failures` (success,
-lifted and dropped, gripper closed beside the cube, above it, at it, never closed). With
+lifted short of 10 cm, gripper closed beside the cube, above it, at it, never closed). With
 ``offsets=true`` every failed episode is replayed with 18 constant action offsets (8 horizontal
 directions at 0.03 and 0.06 action units per step, and down at each) and counted as fixed when
 one of them succeeds.
@@ -19,12 +19,11 @@ from typing import Any
 import torch
 
 import sim
-from policies.checkpoint import load_policy
 from policies.registry import set_noise_scale
-from robotrl.algos.residual_policy import is_residual_checkpoint, load_residual_policy
 from robotrl.benchmarks.arguments import key_values
 from robotrl.benchmarks.grasp_failures import constant_offsets, grasp_failures
 from robotrl.chunk_runner import as_episode_policy
+from robotrl.commands.eval import load_checkpoint
 from robotrl.policy_env import env_kwargs
 
 
@@ -37,13 +36,9 @@ def main(argv: list[str]) -> dict[str, Any]:
         required="checkpoint",
     )  # fmt: skip
     torch.set_num_threads(1)
-    if is_residual_checkpoint(args["checkpoint"]):
-        policy, meta = load_residual_policy(args["checkpoint"])
-        model, te = policy.base, int(meta["execute_horizon"])
-    else:
-        policy, meta = load_policy(args["checkpoint"])
-        model, te = policy, int(meta.get("execute_horizon", policy.action_horizon // 2))
-        set_noise_scale(model, 0.0)  # the base as the residual runs it
+    policy, model, meta, te = load_checkpoint(args["checkpoint"])
+    if model is policy:  # a train-bc base: run it as the residual runs it, from its mean noise
+        set_noise_scale(model, 0.0)
     if args["noise_scale"]:
         set_noise_scale(model, float(args["noise_scale"]), "noise_scale")
     if meta.get("task") != "lift":

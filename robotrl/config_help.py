@@ -83,6 +83,25 @@ def _split_comment(text: str) -> tuple[str, str]:
     return text.strip(), ""
 
 
+def _key_line(
+    line: str, stack: list[tuple[int, str]]
+) -> tuple[re.Match[str], str, str, str] | None:
+    """``(match, dotted path, value, comment)`` of a ``key: value  # comment`` line, None for
+    any other line. ``stack`` holds the (indent, key) of the enclosing mappings and is kept up
+    to date: a key without a value opens a mapping."""
+    m = _KEY_LINE.match(line)
+    if m is None:
+        return None
+    indent = len(m["indent"])
+    while stack and stack[-1][0] >= indent:
+        stack.pop()
+    path = ".".join([*(k for _, k in stack), m["key"]])
+    raw, comment = _split_comment(m["rest"])
+    if not raw:
+        stack.append((indent, m["key"]))
+    return m, path, raw, comment
+
+
 def parse_config_doc(name: str, text: str) -> ConfigDoc:
     """The header, per-key comments and defaults list of one YAML config's text."""
     header: list[str] = []
@@ -106,14 +125,10 @@ def parse_config_doc(name: str, text: str) -> ConfigDoc:
             if item:
                 defaults[item["group"]] = item["option"]
             continue
-        m = _KEY_LINE.match(line)
-        if m is None:
+        key = _key_line(line, stack)
+        if key is None:
             continue  # a continuation line of a multi-line value
-        indent = len(m["indent"])
-        while stack and stack[-1][0] >= indent:
-            stack.pop()
-        path = ".".join([*(k for _, k in stack), m["key"]])
-        raw, comment = _split_comment(m["rest"])
+        _, path, raw, comment = key
         in_defaults = path == "defaults"
         section = ""
         if comment:
@@ -123,8 +138,6 @@ def parse_config_doc(name: str, text: str) -> ConfigDoc:
         pending = []
         if not in_defaults:
             keys[path] = KeyDoc(path, raw, comment, section)
-        if not raw:
-            stack.append((indent, m["key"]))
     return ConfigDoc(name, " ".join(header), keys, defaults)
 
 
@@ -184,18 +197,10 @@ def restate_defaults(text: str, defaults: dict[str, Any]) -> str:
     stack: list[tuple[int, str]] = []
     seen: set[str] = set()
     for i, line in enumerate(lines):
-        m = _KEY_LINE.match(line)
-        if m is None:
+        key = _key_line(line, stack)
+        if key is None or key[1] not in defaults:
             continue
-        indent = len(m["indent"])
-        while stack and stack[-1][0] >= indent:
-            stack.pop()
-        path = ".".join([*(k for _, k in stack), m["key"]])
-        raw, _ = _split_comment(m["rest"])
-        if not raw:
-            stack.append((indent, m["key"]))
-        if path not in defaults:
-            continue
+        m, path, raw, _ = key
         if not raw or raw[0] in "|>" or "${" in raw or raw == MISSING:
             what = "a mapping or block value" if not raw else f"written {raw!r}"
             raise KeyError(f"{path} is {what} in the YAML, not a one-line value to restate")

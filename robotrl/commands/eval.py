@@ -21,29 +21,34 @@ from robotrl.run import make_run_dir, save_config
 from sim.registry import instruction_family
 
 
-def _load(cfg: DictConfig) -> tuple[Any, Any, dict[str, Any], int]:
+def load_checkpoint(
+    checkpoint: str, base_checkpoint: str | None = None, execute_horizon: int | None = None
+) -> tuple[Any, Any, dict[str, Any], int]:
     """``(policy to roll out, the flow/diffusion model whose noise is scaled, meta, Te)``: a
-    train-bc checkpoint, a train-rl residual checkpoint on its base (the Te it was trained
-    with) or a train-rl DSRL checkpoint steering its base (the Te it was trained with)."""
-    if is_dsrl_checkpoint(cfg.checkpoint):
-        steered, meta = load_steered_policy(cfg.checkpoint, cfg.get("base_checkpoint"))
+    train-bc checkpoint (Te: ``execute_horizon``, else its own), a train-rl residual checkpoint
+    on its base or a train-rl DSRL checkpoint steering its base (both with the Te they were
+    trained with; another ``execute_horizon`` is refused)."""
+    if is_dsrl_checkpoint(checkpoint):
+        steered, meta = load_steered_policy(checkpoint, base_checkpoint)
         te = int(meta["execute_horizon"])
-        if cfg.execute_horizon is not None and int(cfg.execute_horizon) != te:
+        if execute_horizon is not None and int(execute_horizon) != te:
             raise ValueError(f"the agent was trained with execute_horizon={te}; leave it unset")
         return steered, steered.base, meta, te
-    if not is_residual_checkpoint(cfg.checkpoint):
-        policy, meta = load_policy(cfg.checkpoint)
-        te = int(cfg.execute_horizon or meta.get("execute_horizon", policy.action_horizon // 2))
+    if not is_residual_checkpoint(checkpoint):
+        policy, meta = load_policy(checkpoint)
+        te = int(execute_horizon or meta.get("execute_horizon", policy.action_horizon // 2))
         return policy, policy, meta, te
-    residual, meta = load_residual_policy(cfg.checkpoint, cfg.get("base_checkpoint"))
+    residual, meta = load_residual_policy(checkpoint, base_checkpoint)
     te = int(meta["execute_horizon"])
-    if cfg.execute_horizon is not None and int(cfg.execute_horizon) != te:
+    if execute_horizon is not None and int(execute_horizon) != te:
         raise ValueError(f"the residual was trained with execute_horizon={te}; leave it unset")
     return residual, residual.base, meta, te
 
 
 def run_eval(cfg: DictConfig) -> dict[str, Any]:
-    policy, model, meta, te = _load(cfg)
+    policy, model, meta, te = load_checkpoint(
+        cfg.checkpoint, cfg.get("base_checkpoint"), cfg.execute_horizon
+    )
     if cfg.get("noise_scale") is not None:  # null: the checkpoint's own
         set_noise_scale(model, cfg.noise_scale)
     task = cfg.task or meta.get("task")
