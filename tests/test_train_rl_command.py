@@ -157,8 +157,8 @@ def test_residual_on_a_vla_reads_its_perception_and_its_own_demos(tmp_path, caps
     assert rc == 0
     res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert res["task"] == "tabletop:place/green" and set(res["families"]) == {"place/green"}
-    with pytest.raises(ValueError, match="features=perception is for algo=residual or dsrl"):
-        run_train_rl(compose("train_rl", [*overrides, "algo=rlpd"]))
+    with pytest.raises(ValueError, match="features=perception is for algo=residual, rlpd or dsrl"):
+        run_train_rl(compose("train_rl", [*overrides, "algo=flow_sde"]))
 
 
 def _constant_classifier(path, logit):

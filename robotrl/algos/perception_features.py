@@ -17,23 +17,29 @@ import numpy as np
 import torch
 
 from policies.tokenizer import LANGUAGE_KEY
+from robotrl.algos.relative_features import RelativeFeaturizer
 from robotrl.algos.residual import StateFeaturizer
 
-FEATURES = ("state", "perception")  # what an RL agent on a base may read (``features=``)
+# what an RL agent on a base may read (``features=``)
+FEATURES = ("state", "relative", "perception")
 
 
 def featurizer_for(
     features: str, state: StateFeaturizer, policy: Any
-) -> StateFeaturizer | PerceptionFeaturizer:
-    """The featurizer of a ``features`` setting: ``state`` itself, or ``perception``: a
+) -> StateFeaturizer | RelativeFeaturizer | PerceptionFeaturizer:
+    """The featurizer of a ``features`` setting: ``state`` itself; ``relative``: a
+    :class:`RelativeFeaturizer` over it (objects relative to the TCP); ``perception``: a
     :class:`PerceptionFeaturizer` of ``policy`` over it.
 
     Raises:
-        ValueError: an unknown ``features``, or a policy that does not perceive.
+        ValueError: an unknown ``features``, state keys without the positions ``relative``
+            needs, or a policy that does not perceive.
     """
     if features not in FEATURES:
         raise ValueError(f"features must be one of {FEATURES}, got {features!r}")
-    return PerceptionFeaturizer(state, policy) if features == "perception" else state
+    if features == "perception":
+        return PerceptionFeaturizer(state, policy)
+    return RelativeFeaturizer(state) if features == "relative" else state
 
 
 class PerceptionFeaturizer:

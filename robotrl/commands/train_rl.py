@@ -173,9 +173,10 @@ def _learner_config(cfg: DictConfig) -> tuple[ResidualConfig, float]:
 
 def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
 
-    if cfg.features != "state" and cfg.algo not in ("residual", "dsrl"):
+    if cfg.features != "state" and cfg.algo not in ("residual", "rlpd", "dsrl"):
         raise ValueError(
-            f"features=perception is for algo=residual or dsrl (algo={cfg.algo} reads state)"
+            f"features={cfg.features} is for algo=residual, rlpd or dsrl (algo={cfg.algo} reads "
+            "state)"
         )
     if cfg.get("reward_classifier") and cfg.algo not in ("residual", "rlpd"):
         raise ValueError(f"reward_classifier= is for algo=residual or rlpd, not {cfg.algo}")
