@@ -1,6 +1,6 @@
 """Relative features: the state plus each object's position relative to the TCP (per 5 cm), the
-same from raw observations and from a policy's window; train-rl records the setting and the
-checkpoint rebuilds it."""
+same from raw observations and from a policy's window; train-rl reads them by default and the
+checkpoint rebuilds them."""
 
 from __future__ import annotations
 
@@ -62,12 +62,19 @@ def test_the_features_setting_chooses_relative():
     assert isinstance(featurizer_for("relative", state, None), RelativeFeaturizer)
 
 
-def test_train_rl_records_relative_features_and_its_checkpoint_rebuilds_them(tmp_path):
+def test_relative_on_a_state_without_objects_reads_the_state_alone_and_says_so(caplog):
+    state = StateFeaturizer(["state/joint_pos", "state/ee_pos"], STATS)  # a real arm's state
+    with caplog.at_level("WARNING"):
+        assert featurizer_for("relative", state, None) is state
+    assert "the agent reads the state alone" in caplog.text
+
+
+def test_train_rl_reads_relative_features_by_default_and_its_checkpoint_rebuilds_them(tmp_path):
     store = reach_demos(tmp_path, episodes=2)
     ckpt = tiny_checkpoint(tmp_path, store, "steps=5")
     tiny = ["total_steps=60", "warmup_steps=30", "critic_warmup_updates=5", "eval_every=60"]
     tiny += ["eval_episodes=1", "residual.hidden=16", "residual.ensemble=2", "videos=0"]
-    args = [f"checkpoint={ckpt}", f"demos={store}", "features=relative", "progress=false"]
+    args = [f"checkpoint={ckpt}", f"demos={store}", "progress=false"]  # features: the default
     out = run_train_rl(compose("train_rl", [*args, *tiny, f"output_dir={tmp_path}"]))
     agent, meta = load_agent(out["checkpoint"])
     assert meta["features"] == "relative"

@@ -10,6 +10,7 @@ eyes, with nothing a robot would not have at run time.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,7 +18,7 @@ import numpy as np
 import torch
 
 from policies.tokenizer import LANGUAGE_KEY
-from robotrl.algos.relative_features import RelativeFeaturizer
+from robotrl.algos.relative_features import TCP_KEY, RelativeFeaturizer, object_position_keys
 from robotrl.algos.residual import StateFeaturizer
 
 # what an RL agent on a base may read (``features=``)
@@ -28,18 +29,27 @@ def featurizer_for(
     features: str, state: StateFeaturizer, policy: Any
 ) -> StateFeaturizer | RelativeFeaturizer | PerceptionFeaturizer:
     """The featurizer of a ``features`` setting: ``state`` itself; ``relative``: a
-    :class:`RelativeFeaturizer` over it (objects relative to the TCP); ``perception``: a
-    :class:`PerceptionFeaturizer` of ``policy`` over it.
+    :class:`RelativeFeaturizer` over it (objects relative to the TCP), or ``state`` alone, with a
+    warning, when its keys hold no TCP or no object position (a real arm's state); ``perception``:
+    a :class:`PerceptionFeaturizer` of ``policy`` over it.
 
     Raises:
-        ValueError: an unknown ``features``, state keys without the positions ``relative``
-            needs, or a policy that does not perceive.
+        ValueError: an unknown ``features``, or a policy that does not perceive.
     """
     if features not in FEATURES:
         raise ValueError(f"features must be one of {FEATURES}, got {features!r}")
     if features == "perception":
         return PerceptionFeaturizer(state, policy)
-    return RelativeFeaturizer(state) if features == "relative" else state
+    if features == "relative":
+        if TCP_KEY in state.keys and object_position_keys(state.keys):
+            return RelativeFeaturizer(state)
+        logging.getLogger(__name__).warning(
+            "features=relative: no %s and object position among %s; the agent reads the state "
+            "alone",
+            TCP_KEY,
+            state.keys,
+        )
+    return state
 
 
 class PerceptionFeaturizer:

@@ -173,10 +173,10 @@ def _learner_config(cfg: DictConfig) -> tuple[ResidualConfig, float]:
 
 def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
 
-    if cfg.features != "state" and cfg.algo not in ("residual", "rlpd", "dsrl"):
+    if cfg.features == "perception" and cfg.algo not in ("residual", "rlpd", "dsrl"):
         raise ValueError(
-            f"features={cfg.features} is for algo=residual, rlpd or dsrl (algo={cfg.algo} reads "
-            "state)"
+            f"features=perception is for algo=residual, rlpd or dsrl (algo={cfg.algo} reads the "
+            "base's own inputs)"
         )
     if cfg.get("reward_classifier") and cfg.algo not in ("residual", "rlpd"):
         raise ValueError(f"reward_classifier= is for algo=residual or rlpd, not {cfg.algo}")
