@@ -57,6 +57,12 @@ def test_state_keys_without_a_tcp_or_an_object_are_refused(keys):
         RelativeFeaturizer(StateFeaturizer(keys, STATS))
 
 
+def test_positions_of_another_size_are_left_out():
+    stats = {**STATS, "state/tip_pos": {"mean": np.zeros(2), "std": np.ones(2)}}
+    feat = RelativeFeaturizer(StateFeaturizer([*KEYS, "state/tip_pos"], stats))
+    assert feat.objects == ["state/cube_pos", "state/hole_pos"]
+
+
 def test_the_features_setting_chooses_relative():
     state = StateFeaturizer(KEYS, STATS)
     assert isinstance(featurizer_for("relative", state, None), RelativeFeaturizer)

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from policies.tokenizer import LANGUAGE_KEY
-from robotrl.algos.relative_features import TCP_KEY, RelativeFeaturizer, object_position_keys
+from robotrl.algos.relative_features import RelativeFeaturizer
 from robotrl.algos.residual import StateFeaturizer
 
 # what an RL agent on a base may read (``features=``)
@@ -41,14 +41,10 @@ def featurizer_for(
     if features == "perception":
         return PerceptionFeaturizer(state, policy)
     if features == "relative":
-        if TCP_KEY in state.keys and object_position_keys(state.keys):
+        try:
             return RelativeFeaturizer(state)
-        logging.getLogger(__name__).warning(
-            "features=relative: no %s and object position among %s; the agent reads the state "
-            "alone",
-            TCP_KEY,
-            state.keys,
-        )
+        except ValueError as err:
+            logging.getLogger(__name__).warning("%s; the agent reads the state alone", err)
     return state
 
 

@@ -35,7 +35,8 @@ class RelativeFeaturizer:
 
     Args:
         state: the standardised state features; its keys must hold ``state/ee_pos`` and at
-            least one other ``state/*_pos``.
+            least one other ``state/*_pos``, 3 entries each (others of another size are left
+            out).
 
     Raises:
         ValueError: no TCP position or no object position among the state keys.
@@ -43,11 +44,11 @@ class RelativeFeaturizer:
 
     def __init__(self, state: StateFeaturizer) -> None:
         self.state = state
-        self.objects = object_position_keys(state.keys)
-        if TCP_KEY not in state.keys or not self.objects:
+        self.objects = [k for k in object_position_keys(state.keys) if state.dims[k] == 3]
+        if state.dims.get(TCP_KEY) != 3 or not self.objects:
             raise ValueError(
-                f"features=relative needs {TCP_KEY} and an object's state/*_pos among the state "
-                f"keys, got {state.keys}"
+                f"features=relative needs {TCP_KEY} and an object's state/*_pos (3 entries each) "
+                f"among the state keys, got {state.dims}"
             )
         self.keys = list(state.keys)
         self.raw_keys = self.keys

@@ -115,6 +115,7 @@ class StateFeaturizer:
         if missing:
             raise KeyError(f"no statistics for {missing}")
         self.keys = list(keys)
+        self.dims = {k: int(np.size(stats[k]["mean"])) for k in keys}  # entries per key
         self.mean = np.concatenate([np.asarray(stats[k]["mean"], np.float32) for k in keys])
         std = np.concatenate([np.asarray(stats[k]["std"], np.float32) for k in keys])
         self.inv_std = 1.0 / np.maximum(std, 1e-3)
