@@ -3,6 +3,8 @@ device intervener passing a teleop device's commands through."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from hardware.devices import TeleopCommand
@@ -31,8 +33,9 @@ class FixedExpert:
         return self.action.copy()
 
 
-def human(**kwargs: float) -> tuple[ScriptedHuman, FixedExpert]:
-    h = ScriptedHuman(FixedExpert, num_envs=1, **kwargs)  # type: ignore[arg-type]
+def human(num_envs: int = 1, **kwargs: Any) -> tuple[ScriptedHuman, FixedExpert]:
+    """A scripted human watching ``num_envs`` envs with fixed experts; env 0's expert."""
+    h = ScriptedHuman(FixedExpert, num_envs=num_envs, **kwargs)
     return h, h.experts[0]
 
 
@@ -59,15 +62,15 @@ def test_straying_must_be_consecutive() -> None:
 
 
 def test_the_gripper_alone_is_not_watched() -> None:
-    """Straying is measured on the translation: a gripper command against the expert's is
-    not taken over (a gripper-aware operator did no better on base a: docs/rl_methods.md)."""
+    """Straying is measured on the translation: a gripper command against the expert's alone
+    is not taken over."""
     h, ex = human(threshold=0.5, patience=1)
     ex.action = action(0.0, OPEN)
     assert all(h(0, {}, action(0.0, CLOSED)) is None for _ in range(5))
 
 
 def test_reset_ends_a_takeover_and_resets_that_envs_expert() -> None:
-    h = ScriptedHuman(FixedExpert, num_envs=2, threshold=0.5, patience=1, hold=10)  # type: ignore[arg-type]
+    h, _ = human(num_envs=2, threshold=0.5, patience=1, hold=10)
     assert h(0, {}, action(0.9)) is not None
     h.reset(0)
     assert h.experts[0].resets == 1 and h.experts[1].resets == 0

@@ -21,6 +21,8 @@ from policies.tokenizer import LANGUAGE_KEY
 from robotrl.algos.relative_features import RelativeFeaturizer
 from robotrl.algos.residual import StateFeaturizer
 
+log = logging.getLogger(__name__)
+
 # what an RL agent on a base may read (``features=``)
 FEATURES = ("state", "relative", "perception")
 
@@ -44,7 +46,7 @@ def featurizer_for(
         try:
             return RelativeFeaturizer(state)
         except ValueError as err:
-            logging.getLogger(__name__).warning("%s; the agent reads the state alone", err)
+            log.warning("%s; the agent reads the state alone", err)
     return state
 
 
