@@ -37,10 +37,8 @@ import numpy as np
 THRESHOLD = 0.3  # eps_safe when the export carries none
 STIFFNESS_SCALE = 0.25  # stiffness multiplier while the reflex holds the arm
 SLOW_FRACTION = 0.3
-# [s]: the brake target lies where the TCP was this long ago. 0.1 s pulled a peg that was moving
-# up out of a hole back into its chamfer; on peg_insert (50 held-out episodes, eps_safe 0.05)
-# 0.02 s cut the adversary's violations 993x against 397x with 0.1 s, the careless policy's
-# 1.9x against 3.0x (40 tuning episodes: 30 -> 20 per 100): within the noise of so few events
+# [s]: the brake target lies where the TCP was this long ago; short, so that braking a peg that
+# moves up out of a hole does not pull it back into the chamfer (docs/results.md, Bresa)
 BRAKE_TIME = 0.02
 ACTION_SCALE = 0.02  # [m] per action unit (the env's max_dpos)
 NUM_CANDIDATES = 5

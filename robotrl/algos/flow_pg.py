@@ -58,13 +58,13 @@ class FlowPGConfig:
         rollout_env_steps: env steps (summed over envs) collected per iteration.
         execute_horizon: Te actions executed per chunk (None: the checkpoint's).
         per_dim_log_prob: PPO ratios from the chunk log-prob divided by Ta x Da (a geometric
-            mean per action dimension). The sum over a 16 x 7 chunk made ratios explode on lift
-            (approx. KL 2-50 per update, 40 % clipped, no progress at actor lr 2e-5).
-        noise_std_bounds: Flow-Noise std range replacing the policy's (None: keep it). pi_RL's
-            [0.08, 0.16] over K = 4 steps cut the lift BC policy from 50 % to ~20 % success
-            while exploring.
+            mean per action dimension): summed over a whole chunk, a small change of the policy
+            gives ratios far outside the clip range.
+        noise_std_bounds: Flow-Noise std range replacing the policy's (None: keep it); the
+            exploration noise must stay small against a BC policy's precision (pi_RL's
+            [0.08, 0.16] and the measured choice: docs/results.md, flow policy gradients).
         critic_warmup_iters: first batches that train only the value head (a fresh critic's
-            advantages are noise, and PPO on them pushed the lift policy from 40 % to 2 %).
+            advantages are noise, and PPO on them degrades the policy).
     """
 
     algo: str = "flow_noise"
