@@ -38,7 +38,7 @@ THRESHOLD = 0.3  # eps_safe when the export carries none
 STIFFNESS_SCALE = 0.25  # stiffness multiplier while the reflex holds the arm
 SLOW_FRACTION = 0.3
 # [s]: the brake target lies where the TCP was this long ago; short, so that braking a peg that
-# moves up out of a hole does not pull it back into the chamfer (docs/results.md, Bresa)
+# moves up out of a hole does not pull it back into the chamfer (docs/results.md, safety reflex)
 BRAKE_TIME = 0.02
 ACTION_SCALE = 0.02  # [m] per action unit (the env's max_dpos)
 NUM_CANDIDATES = 5
