@@ -157,6 +157,8 @@ def test_the_bridge_reflex_checks_actions_and_rechecks_between_them(tmp_path) ->
         assert node.reflex_tick() is False  # nothing commanded yet
         publish_state(0.16, 1)
         assert node.apply(down) and node.stats.reflex_steps == 0
+        # the watchdog noticing the fresh state only now does not make the reflex forget it
+        node.watchdog.tick()
         assert node.reflex_tick() and node.stats.reflex_ticks == 0  # checked: still safe
         publish_state(0.12, 2)  # the arm went on down: the last command is risky now
         node.reflex_tick()

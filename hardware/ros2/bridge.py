@@ -95,12 +95,15 @@ class BridgeNode:
         self._step_ticks = 0  # reflex ticks of this action counted so far
         self._reflex_failed = False  # the reflex thread raised: every action is refused
         self._reflex_lock = threading.Lock()  # features and counts: action vs reflex thread
+        # the commander was resynced since the last hold (by the first action or the resume,
+        # whichever came first: a late resume must not forget an action applied since)
+        self._synced = False
         # a lockstep sim robot publishes state only when commanded: bound its answer instead
         self.watchdog = StateWatchdog(
             self.cache,
             LOCKSTEP_TIMEOUT_S if cfg.lockstep else cfg.state_timeout_s,
             on_hold=self._on_hold,
-            on_resume=self.commander.resync,
+            on_resume=self._on_resume,
             status=transport,
         )
         self._cv = threading.Condition()
@@ -133,9 +136,20 @@ class BridgeNode:
         self.features.reset()
 
     def _on_hold(self, reason: str) -> None:
+        self._synced = False
         self.stats.holds += 1
         self.stats.hold_reasons.append(reason)
         self.commander.hold()
+
+    def _on_resume(self) -> None:
+        with self._reflex_lock:
+            self._resync_once()
+
+    def _resync_once(self) -> None:
+        """Resync the commander once after a hold (the caller holds ``_reflex_lock``)."""
+        if not self._synced:
+            self.commander.resync()
+            self._synced = True
 
     def apply(self, action: np.ndarray) -> bool:
         """Apply one action now (False when the watchdog or a failed reflex refuses it)."""
@@ -143,8 +157,6 @@ class BridgeNode:
         if self._reflex_failed or self.watchdog.check():
             self.stats.refused += 1
             return False
-        if self.watchdog.held:  # fresh again before the watchdog thread noticed
-            self.commander.resync()
         latest = self.cache.latest()
         end = time.monotonic() + (2.0 if self.cfg.lockstep else 0.0)
         while latest is None and time.monotonic() < end:  # lockstep: the reset state may lag
@@ -156,6 +168,7 @@ class BridgeNode:
         obs, _ = latest
         opening = float(obs["state/gripper"][0]) if "state/gripper" in obs else None
         with self._reflex_lock:
+            self._resync_once()  # fresh again before the watchdog thread noticed
             features = None
             if self.commander.reflex is not None:
                 features = self.features(obs, self.cache.newest_stamp())
