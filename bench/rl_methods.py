@@ -113,6 +113,18 @@ def _robotrl(*args: str, log: Path) -> dict[str, Any]:
     return json.loads(lines[-1])
 
 
+def _monitor(backend: str) -> list[str]:
+    """The overrides that count constraint violations: MuJoCo's safety monitor (PyBullet has
+    none)."""
+    return ["safety=monitor"] if backend == "mujoco" else []
+
+
+def _violations(ev: dict[str, Any]) -> int | None:
+    """Violation steps of a monitored ``robotrl eval`` (None: not monitored)."""
+    counts = ev.get("safety_counts")
+    return int(counts["violation_steps"]) if counts else None
+
+
 def build_bases(out: Path, names: Sequence[str] = tuple(BASES)) -> dict[str, Any]:
     """The bases ``names`` of :data:`BASES` and those they derive from (reused when
     ``bases.json`` has them built from the same task, demo count and BC steps)."""
@@ -124,9 +136,11 @@ def build_bases(out: Path, names: Sequence[str] = tuple(BASES)) -> dict[str, Any
         recipe = ("task", "demos", "bc_steps")
         ref = BASES[spec["same_as"]] if "same_as" in spec else spec
         same = name in done and all(done[name].get(k) == ref.get(k) for k in recipe)
-        if same or name not in wanted:
+        if name not in wanted or (same and "violations" in done[name]):
             continue
-        if "same_as" in spec:
+        if same:  # built before the violations were counted: evaluate it again
+            entry = done[name]
+        elif "same_as" in spec:
             src = done[spec["same_as"]]
             entry = {**src, "backend": spec["backend"], "budget": spec["budget"]}
         else:
@@ -145,11 +159,12 @@ def build_bases(out: Path, names: Sequence[str] = tuple(BASES)) -> dict[str, Any
         ev = _robotrl(
             "eval", entry["checkpoint"], "episodes=100", f"seed={FRESH_SEED}", "videos=0",
             "threads=1", f"backend={entry['backend']}", f"output_dir={out}",
-            f"name=eval-base-{name}",
+            f"name=eval-base-{name}", *_monitor(entry["backend"]),
             log=out / f"eval_base_{name}.log",
         )  # fmt: skip
         entry["success"] = ev["success_rate"]
         entry["success_ci95"] = ev["success_ci95"]
+        entry["violations"] = _violations(ev)
         done[name] = entry
         path.write_text(json.dumps(done, indent=1))
         print(json.dumps({"base": name, "success": ev["success_rate"]}), flush=True)
@@ -188,12 +203,13 @@ def run_cell(out: Path, bases: dict[str, Any], method: str, base: str, seed: int
         "train-rl", f"checkpoint={spec['checkpoint']}", f"demos={spec['demos_path']}",
         f"backend={spec['backend']}", f"total_steps={spec['budget']}", f"seed={seed}",
         "threads=1", "videos=0", f"output_dir={out / 'runs'}", f"name={name}",
-        *(o.format(**spec) for o in METHODS[method]), log=out / f"{name}.log",
+        *_monitor(spec["backend"]), *(o.format(**spec) for o in METHODS[method]),
+        log=out / f"{name}.log",
     )  # fmt: skip
     ev = _robotrl(
         "eval", res["checkpoint"], "episodes=100", f"seed={FRESH_SEED}", "videos=0", "threads=1",
         f"backend={spec['backend']}", f"output_dir={out / 'runs'}", f"name=eval-{name}",
-        log=out / f"eval_{name}.log",
+        *_monitor(spec["backend"]), log=out / f"eval_{name}.log",
     )  # fmt: skip
     return {
         "method": method,
@@ -205,7 +221,9 @@ def run_cell(out: Path, bases: dict[str, Any], method: str, base: str, seed: int
         "train_wall_s": res["wall_s"],
         "env_steps": res["env_steps"],
         "metrics": str(Path(res["run_dir"]) / "metrics.csv"),
-        "safety_counts": res.get("safety_counts"),
+        # constraint violations (MuJoCo's monitor): the training steps', the final policy's
+        "train_safety": res.get("train_safety"),
+        "final_violations": _violations(ev),
         "classifier": res.get("classifier"),  # its verdicts on the training episodes vs the sim
     }
 
@@ -262,6 +280,18 @@ def _steps_to(curves: list[tuple[np.ndarray, np.ndarray]], level: float) -> str:
     return txt if len(reached) == len(hits) else f"{txt} ({len(reached)}/{len(hits)} seeds)"
 
 
+def _violation_cells(cell: list[dict[str, Any]], base: dict[str, Any]) -> str:
+    """The two violation columns of a (method, base) row: the training steps' rate and the
+    final policies' violation steps over the re-evaluation (mean over seeds), next to the
+    base's own; "n/a" where nothing was monitored (PyBullet, or runs from before the count)."""
+    rates = [r["train_safety"]["per_1000_steps"] for r in cell if r.get("train_safety")]
+    finals = [r["final_violations"] for r in cell if r.get("final_violations") is not None]
+    train = f"{np.mean(rates):.1f}" if len(rates) == len(cell) else "n/a"
+    if len(finals) != len(cell):
+        return f"{train} | n/a"
+    return f"{train} | {np.mean(finals):.0f} ({base.get('violations', 'n/a')})"
+
+
 def table(args: dict[str, str]) -> str:
     import matplotlib
 
@@ -276,13 +306,16 @@ def table(args: dict[str, str]) -> str:
     img_dir.mkdir(parents=True, exist_ok=True)
     lines = [
         "| base | method | seeds | base success | env steps to 80 % | to 90 % "
-        "| final success (100 ep, mean) | per seed [95 % CI] | wall s |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| final success (100 ep, mean) | per seed [95 % CI] | wall s "
+        "| violations per 1 000 training steps | violation steps in 100 episodes (base) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for b in sorted({r["base"] for r in rows}):
         fig, ax = plt.subplots(figsize=(6, 3.6))
         for m in METHODS:
-            cell = [r for r in rows if r["base"] == b and r["method"] == m]
+            cell = sorted(
+                (r for r in rows if r["base"] == b and r["method"] == m), key=lambda r: r["seed"]
+            )
             if not cell:
                 continue
             curves = [_curve(r["metrics"]) for r in cell]
@@ -294,7 +327,8 @@ def table(args: dict[str, str]) -> str:
             lines.append(
                 f"| {b} | {LABELS[m]} | {len(cell)} | {bases[b]['success']:.2f} "
                 f"| {_steps_to(curves, 0.8)} | {_steps_to(curves, 0.9)} | {np.mean(finals):.2f} "
-                f"| {per_seed} | {np.mean([r['train_wall_s'] for r in cell]):.0f} |"
+                f"| {per_seed} | {np.mean([r['train_wall_s'] for r in cell]):.0f} "
+                f"| {_violation_cells(cell, bases[b])} |"
             )
             n = min(len(c[0]) for c in curves)
             x = curves[0][0][:n]

@@ -33,6 +33,18 @@ TINY = [
     "progress=false",
 ]
 
+# the tiny settings of each learner, on top of TINY
+ALGO_TINY = {
+    "residual": [],
+    "dsrl": ["algo=dsrl", "dsrl.hidden=32", "dsrl.batch_size=32"],
+    "flow_sde": [
+        "algo=flow_sde",
+        "flow_pg.rollout_env_steps=60",
+        "flow_pg.minibatch_size=30",
+        "flow_pg.critic_warmup_iters=1",
+    ],
+}
+
 
 @pytest.fixture(scope="module")
 def base_and_demos(tmp_path_factory):
@@ -229,16 +241,7 @@ def test_the_same_command_twice_gives_the_same_run(tmp_path, base_and_demos, alg
     """Everything is seeded: the same command twice gives the same curve, the same training
     episodes and the same weights; another seed does not."""
     ckpt, store = base_and_demos
-    extra = {
-        "residual": [],
-        "dsrl": ["algo=dsrl", "dsrl.hidden=32", "dsrl.batch_size=32"],
-        "flow_sde": [
-            "algo=flow_sde",
-            "flow_pg.rollout_env_steps=60",
-            "flow_pg.minibatch_size=30",
-            "flow_pg.critic_warmup_iters=1",
-        ],
-    }[algo]
+    extra = ALGO_TINY[algo]
 
     def run(seed: int, name: str) -> tuple[list[dict], list[dict], dict]:
         cfg = [f"checkpoint={ckpt}", f"demos={store}", f"output_dir={tmp_path}", f"name={name}"]
@@ -257,6 +260,28 @@ def test_the_same_command_twice_gives_the_same_run(tmp_path, base_and_demos, alg
     assert all(torch.equal(weights[k], again[2][k]) for k in weights)
     other = run(4, "other")[2]
     assert not all(torch.equal(weights[k], other[k]) for k in weights)
+
+
+@pytest.mark.parametrize("algo", ["residual", "dsrl", "flow_sde"])
+def test_every_learner_counts_the_violations_of_its_training_steps(tmp_path, base_and_demos, algo):
+    """safety=monitor only measures: the run is the one without it, and its JSON counts the
+    constraint violations of the training steps (the evaluations' episodes apart)."""
+    ckpt, store = base_and_demos
+
+    def run(safety: str) -> tuple[list[dict], dict]:
+        cfg = [f"checkpoint={ckpt}", f"demos={store}", f"output_dir={tmp_path}", "videos=0"]
+        out = run_train_rl(compose("train_rl", [*cfg, *TINY, *ALGO_TINY[algo], f"safety={safety}"]))
+        return _timeless(read_csv(f"{out['run_dir']}/metrics.csv")), out
+
+    curve, off = run("off")
+    monitored_curve, out = run("monitor")
+    assert "train_safety" not in off
+    assert monitored_curve == curve
+    counts = out["train_safety"]
+    assert counts["steps"] == out["env_steps"]
+    assert 0 <= counts["violation_steps"] <= counts["steps"]
+    fired = [counts[f"violation_{k}"] for k in ("force", "workspace", "joint_limit")]
+    assert max(fired) <= counts["violation_steps"] <= sum(fired)
 
 
 def test_cli_errors(tmp_path, base_and_demos, capsys):

@@ -29,6 +29,7 @@ from robotrl.chunk_runner import ChunkRunner, SingleEnvPolicy
 from robotrl.datasets import ReplayBuffer
 from robotrl.evaluation import evaluate
 from robotrl.metrics import MetricsLogger
+from robotrl.safety_tally import SafetyTally
 
 
 @dataclass
@@ -61,6 +62,7 @@ class DSRLResult:
     env_steps: int = 0
     wall_s: float = 0.0
     steps_to_target: int | None = None
+    safety: SafetyTally = field(default_factory=SafetyTally)  # the training steps' violations
 
 
 def evaluate_dsrl(
@@ -176,6 +178,7 @@ def train_dsrl(
             stored = 0
             for i, env in enumerate(envs):
                 next_obs, reward, terminated, truncated, info = env.step(actions[i])
+                result.safety.add(info)
                 env_steps += 1
                 st, step = stats[i], open_steps[i]
                 assert step is not None

@@ -17,6 +17,7 @@ from tqdm.auto import tqdm
 from robotrl.algos.flow_pg import FlowPG, FlowPGConfig
 from robotrl.algos.flow_rollout import FlowRollout
 from robotrl.metrics import MetricsLogger
+from robotrl.safety_tally import SafetyTally
 
 
 @dataclass
@@ -45,6 +46,7 @@ class FlowTrainResult:
     steps_to_target: int | None = None
     wall_to_target: float | None = None
     train_success: list[float] = field(default_factory=list)
+    safety: SafetyTally = field(default_factory=SafetyTally)  # the training steps' violations
 
 
 def check_budget(
@@ -106,7 +108,7 @@ def train_flow_pg(
         policy, venv, cfg.mode, execute_horizon, train.seed, group, cfg.noise_level
     )
     learner = FlowPG(policy, rollout.feature_dim, cfg)  # sets cfg's K and noise bounds
-    result = FlowTrainResult(learner=learner)
+    result = FlowTrainResult(learner=learner, safety=rollout.safety)
     start = time.perf_counter()
     bar = tqdm(total=train.total_steps, desc=cfg.algo, disable=not progress)
     postfix: dict[str, str] = {}

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from robotrl.chunk_runner import LANGUAGE_KEY, policy_keys
+from robotrl.safety_tally import SafetyTally
 
 MODE_OF_ALGO = {"flow_noise": "noise_net", "flow_sde": "sde"}
 
@@ -107,6 +108,7 @@ class FlowRollout:
         self.gen = torch.Generator().manual_seed(seed)
         self.rng = np.random.default_rng(seed)
         self.env_steps = 0
+        self.safety = SafetyTally()  # constraint violations of the training steps
         self._next_seed, self._seed0 = 0, seed
         self.history: list[deque[dict[str, np.ndarray]]] = [
             deque(maxlen=policy.obs_horizon) for _ in range(self.n)
@@ -198,6 +200,7 @@ class FlowRollout:
                 self._decide(need)
             actions = np.stack([self.queues[i].popleft() for i in range(self.n)])
             obs, reward, term, trunc, info = self.venv.step(actions.astype(np.float32))
+            self.safety.add(info)
             success = np.asarray(info.get("success", np.zeros(self.n, bool)), bool)
             taken += self.n
             self.env_steps += self.n

@@ -20,6 +20,7 @@ import numpy as np
 
 from robotrl.algos.residual import StateFeaturizer
 from robotrl.chunk_runner import ChunkRunner
+from robotrl.safety_tally import SafetyTally
 
 # intervener(env_id, obs, proposed_action) -> the human's action, or None when not intervening
 Intervener = Callable[[int, Mapping[str, np.ndarray], np.ndarray], "np.ndarray | None"]
@@ -92,6 +93,7 @@ class ResidualRollout:
         self._a_b: np.ndarray | None = None
         self.env_steps = 0
         self.episodes: list[dict[str, float]] = []
+        self.safety = SafetyTally()  # constraint violations of the training steps
 
     @staticmethod
     def _fresh_stats() -> dict[str, Any]:
@@ -141,6 +143,7 @@ class ResidualRollout:
         for i in range(self.num_envs):
             a, took_over = executed[i], took[i]
             next_obs, reward, terminated, truncated, info = results[i]
+            self.safety.add(info)
             st = self._stats[i]
             st["len"] += 1
             st["interventions"] += int(took_over)

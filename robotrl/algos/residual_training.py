@@ -32,6 +32,7 @@ from robotrl.datasets import EpisodeStore, MixedReplay, ReplayBuffer
 from robotrl.datasets.replay_buffer import concat_batches
 from robotrl.evaluation import evaluate, evaluate_vector
 from robotrl.metrics import MetricsLogger
+from robotrl.safety_tally import SafetyTally
 
 
 @dataclass
@@ -88,6 +89,7 @@ class TrainResult:
     wall_s: float = 0.0
     steps_to_target: int | None = None
     kept_step: int = 0  # env steps at the evaluation whose agent was kept
+    safety: SafetyTally = field(default_factory=SafetyTally)  # the training steps' violations
 
 
 def check_budget(total_steps: int, warmup_steps: int, eval_every: int = 0) -> None:
@@ -347,7 +349,7 @@ def train_residual(
 
     sink = buffers.store
 
-    result = TrainResult(agent=agent, episodes=rollout.episodes)
+    result = TrainResult(agent=agent, episodes=rollout.episodes, safety=rollout.safety)
     start = time.perf_counter()
     bar = tqdm(total=train.total_steps, desc="residual", disable=not progress)
     postfix: dict[str, str] = {}

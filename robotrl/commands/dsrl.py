@@ -61,6 +61,7 @@ def run_dsrl(cfg: DictConfig) -> dict[str, Any]:
         raise ValueError("the checkpoint names no task: give task=...")
     te = int(meta.get("execute_horizon", base.action_horizon // 2))
     kw = run_env_kwargs(cfg, meta, sim_only="algo=dsrl")
+    safety = str(cfg.get("safety", "off"))
     extra = [k for k in (cfg.obs_keys or []) if k not in base.config["state_dims"]]
     if extra:  # the agent sees the observation window the base is planning from
         raise ValueError(f"algo=dsrl reads the base's state keys only; {extra} are not among them")
@@ -128,5 +129,6 @@ def run_dsrl(cfg: DictConfig) -> dict[str, Any]:
         "plot": str(plot),
         "episodes_plot": str(episodes_plot) if episodes_plot else None,
         "videos": videos,
+        **({"safety": safety, "train_safety": result.safety.report()} if safety != "off" else {}),
         "run_dir": str(run_dir),
     }

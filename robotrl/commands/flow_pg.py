@@ -62,6 +62,7 @@ def run_flow_pg(cfg: DictConfig) -> dict[str, Any]:
     check_budget(fcfg, train, cfg.num_envs, cli=True)  # before a run dir or env process exists
     # training, evaluations and videos alike; a robot is not num_envs env processes
     kw = run_env_kwargs(cfg, meta, sim_only=f"algo={cfg.algo}")
+    safety = str(cfg.get("safety", "off"))
     run_dir = make_run_dir(cfg.output_dir, cfg.name)
     save_config(cfg, run_dir)
     logger = MetricsLogger(run_dir / "metrics.csv")
@@ -125,5 +126,6 @@ def run_flow_pg(cfg: DictConfig) -> dict[str, Any]:
         "metrics": str(logger.path),
         "plots": plots,
         "videos": videos,
+        **({"safety": safety, "train_safety": result.safety.report()} if safety != "off" else {}),
         "run_dir": str(run_dir),
     }

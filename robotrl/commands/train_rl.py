@@ -56,10 +56,10 @@ def _human(cfg: DictConfig, task: str, make_env: Any) -> Any:
 def _vector_envs(cfg: DictConfig, make_env: Any) -> Any:
     """The training envs: on ``ray.workers`` Ray workers; else, for several envs, in slices
     over this process and worker processes (``sim.make_vec``'s vector env); None: one env, or
-    guarded envs whose counters live in this process, stepped here."""
+    envs under the reflex, whose online critic learns in this process, stepped here."""
     workers = int(cfg.get("ray", {}).get("workers", 0) or 0)
     if workers <= 0:
-        if cfg.num_envs > 1 and str(cfg.get("safety", "off")) == "off":
+        if cfg.num_envs > 1 and str(cfg.get("safety", "off")) != "reflex":
             return SlicedVectorEnv([make_env] * cfg.num_envs)
         return None
     if cfg.num_envs % workers:
@@ -73,9 +73,9 @@ def _vector_envs(cfg: DictConfig, make_env: Any) -> Any:
 def _eval_envs(cfg: DictConfig, make_env: Any, backend: str) -> Any:
     """The vector env the evaluations run on: ``eval_envs`` sim envs in slices over this
     process and worker processes; None (one env in this process) for one env, a robot, or
-    guarded envs."""
+    envs under the reflex (``safety=monitor`` only measures: its runs are those without it)."""
     n = int(cfg.get("eval_envs", 1))
-    if n == 1 or backend == "ros2" or str(cfg.get("safety", "off")) != "off":
+    if n == 1 or backend == "ros2" or str(cfg.get("safety", "off")) == "reflex":
         return None
     return SlicedVectorEnv([make_env] * n)
 
@@ -128,8 +128,9 @@ def _online_risk(cfg: DictConfig) -> Any:
 
 
 def _safety_summary(safety: str, guards: list[Any], online: Any, run_dir: Any) -> dict[str, Any]:
-    """Summed counters of every guarded env (training and evaluation envs); the online-updated
-    critic is exported to ``<run_dir>/safety_critic.npz`` (deploy that one)."""
+    """Summed counters of the guarded envs in this process (with the reflex: every training and
+    evaluation env; ``train_safety`` counts the training steps alone, wherever their envs run);
+    the online-updated critic is exported to ``<run_dir>/safety_critic.npz`` (deploy that one)."""
     if safety == "off":
         return {}
     counts: dict[str, int] = {}
@@ -370,5 +371,6 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
         "episodes_plot": str(episodes_plot) if episodes_plot else None,
         "videos": videos,
         **_safety_summary(safety, guards, online, run_dir),
+        **({"train_safety": result.safety.report()} if safety != "off" else {}),
         "run_dir": str(run_dir),
     }
