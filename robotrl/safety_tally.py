@@ -16,7 +16,7 @@ import numpy as np
 
 from controllers.constraint_cost import CONSTRAINTS
 
-FIELDS = ("cost", *(f"violation_{k}" for k in CONSTRAINTS))  # 0/1 per step in info["safety"]
+FIELDS = tuple(f"violation_{k}" for k in CONSTRAINTS)  # 0/1 per step in info["safety"]
 
 
 class SafetyTally:
@@ -29,8 +29,7 @@ class SafetyTally:
     """
 
     def __init__(self) -> None:
-        self.counts: dict[str, int] = {"steps": 0, "violation_steps": 0}
-        self.counts.update({f: 0 for f in FIELDS[1:]})
+        self.counts: dict[str, int] = {"steps": 0, "violation_steps": 0, **dict.fromkeys(FIELDS, 0)}
 
     def add(self, info: Mapping[str, Any]) -> None:
         """Count one step's ``info`` of one env (scalars) or of a vector env (arrays, one entry
@@ -41,7 +40,7 @@ class SafetyTally:
         cost = np.asarray(safety["cost"])
         self.counts["steps"] += int(cost.size)
         self.counts["violation_steps"] += int(np.count_nonzero(cost))
-        for f in FIELDS[1:]:
+        for f in FIELDS:
             if f in safety:
                 self.counts[f] += int(np.count_nonzero(np.asarray(safety[f])))
 
@@ -50,6 +49,10 @@ class SafetyTally:
         steps = self.counts["steps"]
         return 1000.0 * self.counts["violation_steps"] / steps if steps else 0.0
 
-    def report(self) -> dict[str, float]:
-        """``counts`` and ``per_1000_steps``, for a run's JSON summary."""
-        return {**self.counts, "per_1000_steps": round(self.per_1000_steps(), 3)}
+    def summary(self, safety: str) -> dict[str, Any]:
+        """A run's JSON entries under ``safety=<safety>``: none when off, else the mode and
+        ``train_safety`` (``counts`` and ``per_1000_steps``)."""
+        if safety == "off":
+            return {}
+        report = {**self.counts, "per_1000_steps": round(self.per_1000_steps(), 3)}
+        return {"safety": safety, "train_safety": report}

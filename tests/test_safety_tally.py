@@ -32,7 +32,10 @@ def test_counts_steps_and_violations_of_one_env():
         "violation_joint_limit": 1,
     }
     assert tally.per_1000_steps() == pytest.approx(2000 / 3)
-    assert tally.report()["per_1000_steps"] == pytest.approx(666.667)
+    summary = tally.summary("monitor")
+    assert summary["safety"] == "monitor"
+    assert summary["train_safety"]["per_1000_steps"] == pytest.approx(666.667)
+    assert tally.summary("off") == {}
 
 
 def test_counts_every_env_of_a_vector_step():

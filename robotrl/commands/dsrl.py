@@ -129,6 +129,6 @@ def run_dsrl(cfg: DictConfig) -> dict[str, Any]:
         "plot": str(plot),
         "episodes_plot": str(episodes_plot) if episodes_plot else None,
         "videos": videos,
-        **({"safety": safety, "train_safety": result.safety.report()} if safety != "off" else {}),
+        **result.safety.summary(safety),
         "run_dir": str(run_dir),
     }

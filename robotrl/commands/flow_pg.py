@@ -126,6 +126,6 @@ def run_flow_pg(cfg: DictConfig) -> dict[str, Any]:
         "metrics": str(logger.path),
         "plots": plots,
         "videos": videos,
-        **({"safety": safety, "train_safety": result.safety.report()} if safety != "off" else {}),
+        **result.safety.summary(safety),
         "run_dir": str(run_dir),
     }

@@ -371,6 +371,6 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
         "episodes_plot": str(episodes_plot) if episodes_plot else None,
         "videos": videos,
         **_safety_summary(safety, guards, online, run_dir),
-        **({"train_safety": result.safety.report()} if safety != "off" else {}),
+        **result.safety.summary(safety),
         "run_dir": str(run_dir),
     }
