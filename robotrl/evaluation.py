@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -68,6 +69,22 @@ class EvalResult:
         return {k: round(v, 4) if isinstance(v, float) else v for k, v in d.items()}
 
 
+@contextmanager
+def seeded_torch(seed: int) -> Iterator[None]:
+    """Inside: torch's global generator starts from ``seed`` (a policy's sampling noise);
+    after: it is back where the caller had it.
+
+    Every evaluation runs inside it, so the same episodes get the same draws (evaluations of
+    one run are compared on common noise) and an evaluation inside a training leaves the
+    training's draws alone: evaluating more often or on more envs does not change what is
+    trained."""
+    import torch  # here: the module serves torch-free callers too
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
+
+
 def evaluate(
     env: Any,
     policy: EpisodePolicy,
@@ -84,9 +101,24 @@ def evaluate(
         env: a Gymnasium env (``reset(seed)``, ``step(a)``).
         policy: acts on one observation; ``reset()`` is called at every episode start.
         on_step: called with the env after every step (e.g. to grab video frames).
+
+    The policy's torch draws come from ``seed`` (:func:`seeded_torch`).
     """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
+    with seeded_torch(seed):
+        return _evaluate(env, policy, episodes, seed, progress, desc, on_step)
+
+
+def _evaluate(
+    env: Any,
+    policy: EpisodePolicy,
+    episodes: int,
+    seed: int,
+    progress: bool,
+    desc: str,
+    on_step: Callable[[Any], None] | None,
+) -> EvalResult:
     successes, lengths, returns, instructions = [], [], [], []
     bar = tqdm(range(episodes), desc=desc, disable=not progress, leave=False)
     for i in bar:
@@ -136,10 +168,23 @@ def evaluate_vector(
     anything with ``reset(env_ids)`` and ``act(obs_batch) -> (N, Da)``). Seeds: env i starts
     from ``seed + i`` and continues its own generator. ``on_step(stepped)`` is called after
     every step with the (N,) bool mask of the envs whose action was executed (False: the env
-    was resetting).
+    was resetting). The runner's torch draws come from ``seed`` (:func:`seeded_torch`).
     """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
+    with seeded_torch(seed):
+        return _evaluate_vector(venv, runner, episodes, seed, progress, desc, on_step)
+
+
+def _evaluate_vector(
+    venv: Any,
+    runner: Any,
+    episodes: int,
+    seed: int,
+    progress: bool,
+    desc: str,
+    on_step: Callable[[np.ndarray], None] | None,
+) -> EvalResult:
     n = venv.num_envs
     quota = [episodes // n + (1 if i < episodes % n else 0) for i in range(n)]
     obs, _ = venv.reset(seed=seed)

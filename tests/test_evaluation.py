@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+import torch
 
 from robotrl.evaluation import EvalResult, evaluate, evaluate_vector, wilson_interval
 
@@ -47,6 +48,29 @@ def test_evaluate_counts_seeds_lengths_and_resets():
     assert res.mean_length == 4.0
     assert policy.resets == 10
     assert set(res.summary()) >= {"episodes", "success_rate", "success_ci95", "mean_length"}
+
+
+class _SamplingPolicy(_Policy):
+    """Draws its action from torch's global generator, as a flow base samples its noise."""
+
+    def __init__(self):
+        self.draws = []
+
+    def __call__(self, obs):
+        self.draws.append(float(torch.randn(())))
+        return np.zeros(7)
+
+
+def test_evaluate_draws_from_its_seed_and_leaves_the_callers_generator():
+    torch.manual_seed(0)
+    before = torch.random.get_rng_state()
+    first, second, other = _SamplingPolicy(), _SamplingPolicy(), _SamplingPolicy()
+    evaluate(_CountdownEnv(), first, 3, seed=10, progress=False)
+    assert torch.equal(torch.random.get_rng_state(), before)
+    torch.randn(5)  # the caller's generator moved on: the evaluation's draws do not
+    evaluate(_CountdownEnv(), second, 3, seed=10, progress=False)
+    evaluate(_CountdownEnv(), other, 3, seed=11, progress=False)
+    assert first.draws == second.draws and first.draws != other.draws
 
 
 def test_evaluate_rejects_zero_episodes():

@@ -263,6 +263,27 @@ def test_the_same_command_twice_gives_the_same_run(tmp_path, base_and_demos, alg
 
 
 @pytest.mark.parametrize("algo", ["residual", "dsrl", "flow_sde"])
+def test_evaluating_differently_trains_the_same(tmp_path, base_and_demos, algo):
+    """The evaluations draw from their own seeded generator: evaluating on more episodes
+    leaves the training's episodes and weights as they were."""
+    ckpt, store = base_and_demos
+
+    def run(episodes: int) -> tuple[list[dict], dict]:
+        cfg = [f"checkpoint={ckpt}", f"demos={store}", f"output_dir={tmp_path}", "videos=0"]
+        args = [*cfg, *TINY, *ALGO_TINY[algo], f"eval_episodes={episodes}", "keep_best=false"]
+        out = run_train_rl(compose("train_rl", args))
+        episodes_csv = Path(out["run_dir"]) / "episodes.csv"
+        trained = _timeless(read_csv(episodes_csv)) if episodes_csv.exists() else []
+        return trained, load_file(Path(out["checkpoint"]) / "model.safetensors")
+
+    episodes, weights = run(1)
+    again, again_weights = run(3)
+    assert episodes == again
+    assert weights.keys() == again_weights.keys()
+    assert all(torch.equal(weights[k], again_weights[k]) for k in weights)
+
+
+@pytest.mark.parametrize("algo", ["residual", "dsrl", "flow_sde"])
 def test_every_learner_counts_the_violations_of_its_training_steps(tmp_path, base_and_demos, algo):
     """safety=monitor only measures: the run is the one without it, and its JSON counts the
     constraint violations of the training steps (the evaluations' episodes apart)."""

@@ -61,9 +61,6 @@ def run_eval(cfg: DictConfig) -> dict[str, Any]:
     safety_counts: dict[str, int] = {}
     run_dir = make_run_dir(cfg.output_dir, cfg.name)
     save_config(cfg, run_dir)
-    import torch
-
-    torch.manual_seed(cfg.seed)  # the policy's sampling noise: a rerun gives the same episodes
     start = time.perf_counter()
     res = rollout_policy(
         policy,
