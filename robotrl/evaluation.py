@@ -46,6 +46,27 @@ class EvalResult:
     lengths: list[int] = field(repr=False)
     instructions: list[str] = field(default_factory=list, repr=False)  # per episode ("" if none)
 
+    @classmethod
+    def of(
+        cls,
+        successes: list[bool],
+        lengths: list[int],
+        returns: list[float],
+        instructions: list[str],
+    ) -> EvalResult:
+        """The result of these episodes (one entry per episode in each list)."""
+        n, n_succ = len(successes), int(np.sum(successes))
+        return cls(
+            episodes=n,
+            success_rate=n_succ / n,
+            success_ci95=wilson_interval(n_succ, n),
+            mean_length=float(np.mean(lengths)),
+            mean_return=float(np.mean(returns)),
+            successes=successes,
+            lengths=lengths,
+            instructions=instructions,
+        )
+
     def by_group(self, group: Callable[[str], str]) -> dict[str, dict[str, Any]]:
         """Success per group of episodes, ``group(instruction) -> name`` (e.g. a task's
         instruction family): ``{name: {episodes, success_rate, success_ci95}}``, sorted."""
@@ -107,48 +128,26 @@ def evaluate(
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     with seeded_torch(seed):
-        return _evaluate(env, policy, episodes, seed, progress, desc, on_step)
-
-
-def _evaluate(
-    env: Any,
-    policy: EpisodePolicy,
-    episodes: int,
-    seed: int,
-    progress: bool,
-    desc: str,
-    on_step: Callable[[Any], None] | None,
-) -> EvalResult:
-    successes, lengths, returns, instructions = [], [], [], []
-    bar = tqdm(range(episodes), desc=desc, disable=not progress, leave=False)
-    for i in bar:
-        obs, _ = env.reset(seed=seed + i)
-        instructions.append(str(obs.get(LANGUAGE_KEY, "")) if isinstance(obs, dict) else "")
-        policy.reset()
-        done, length, ret, success = False, 0, 0.0, False
-        while not done:
-            obs, reward, terminated, truncated, info = env.step(policy(obs))
-            ret += float(reward)
-            length += 1
-            success = success or bool(info.get("success", False))
-            done = terminated or truncated
-            if on_step is not None:
-                on_step(env)
-        successes.append(success)
-        lengths.append(length)
-        returns.append(ret)
-        bar.set_postfix(success=f"{np.mean(successes):.2f}")
-    n_succ = int(np.sum(successes))
-    return EvalResult(
-        episodes=episodes,
-        success_rate=n_succ / episodes,
-        success_ci95=wilson_interval(n_succ, episodes),
-        mean_length=float(np.mean(lengths)),
-        mean_return=float(np.mean(returns)),
-        successes=successes,
-        lengths=lengths,
-        instructions=instructions,
-    )
+        successes, lengths, returns, instructions = [], [], [], []
+        bar = tqdm(range(episodes), desc=desc, disable=not progress, leave=False)
+        for i in bar:
+            obs, _ = env.reset(seed=seed + i)
+            instructions.append(str(obs.get(LANGUAGE_KEY, "")) if isinstance(obs, dict) else "")
+            policy.reset()
+            done, length, ret, success = False, 0, 0.0, False
+            while not done:
+                obs, reward, terminated, truncated, info = env.step(policy(obs))
+                ret += float(reward)
+                length += 1
+                success = success or bool(info.get("success", False))
+                done = terminated or truncated
+                if on_step is not None:
+                    on_step(env)
+            successes.append(success)
+            lengths.append(length)
+            returns.append(ret)
+            bar.set_postfix(success=f"{np.mean(successes):.2f}")
+    return EvalResult.of(successes, lengths, returns, instructions)
 
 
 def evaluate_vector(
@@ -173,65 +172,43 @@ def evaluate_vector(
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     with seeded_torch(seed):
-        return _evaluate_vector(venv, runner, episodes, seed, progress, desc, on_step)
-
-
-def _evaluate_vector(
-    venv: Any,
-    runner: Any,
-    episodes: int,
-    seed: int,
-    progress: bool,
-    desc: str,
-    on_step: Callable[[np.ndarray], None] | None,
-) -> EvalResult:
-    n = venv.num_envs
-    quota = [episodes // n + (1 if i < episodes % n else 0) for i in range(n)]
-    obs, _ = venv.reset(seed=seed)
-    runner.reset()
-    length, ret = np.zeros(n, int), np.zeros(n)
-    success, autoreset = np.zeros(n, bool), np.zeros(n, bool)
-    done_count = [0] * n
-    successes: list[bool] = []
-    lengths: list[int] = []
-    returns: list[float] = []
-    instructions: list[str] = []
-    languages = obs.get(LANGUAGE_KEY, [""] * n) if isinstance(obs, dict) else [""] * n
-    current = [str(x) for x in languages]  # each env's instruction
-    bar = tqdm(total=episodes, desc=desc, disable=not progress, leave=False)
-    while len(successes) < episodes:
-        obs, reward, terminated, truncated, info = venv.step(runner.act(obs))
-        step_success = np.asarray(info.get("success", np.zeros(n, bool)), bool)
-        if on_step is not None:
-            on_step(~autoreset)
-        for i in range(n):
-            if autoreset[i]:  # this step reset env i: start its new episode afresh
-                runner.reset([i])
-                if isinstance(obs, dict) and LANGUAGE_KEY in obs:
-                    current[i] = str(obs[LANGUAGE_KEY][i])
-                length[i], ret[i], success[i] = 0, 0.0, False
-                continue
-            length[i] += 1
-            ret[i] += float(reward[i])
-            success[i] |= step_success[i]
-            if (terminated[i] or truncated[i]) and done_count[i] < quota[i]:
-                done_count[i] += 1
-                successes.append(bool(success[i]))
-                lengths.append(int(length[i]))
-                returns.append(float(ret[i]))
-                instructions.append(current[i])
-                bar.update(1)
-                bar.set_postfix(success=f"{np.mean(successes):.2f}")
-        autoreset = np.logical_or(terminated, truncated)
-    bar.close()
-    n_succ = int(np.sum(successes))
-    return EvalResult(
-        episodes=episodes,
-        success_rate=n_succ / episodes,
-        success_ci95=wilson_interval(n_succ, episodes),
-        mean_length=float(np.mean(lengths)),
-        mean_return=float(np.mean(returns)),
-        successes=successes,
-        lengths=lengths,
-        instructions=instructions,
-    )
+        n = venv.num_envs
+        quota = [episodes // n + (1 if i < episodes % n else 0) for i in range(n)]
+        obs, _ = venv.reset(seed=seed)
+        runner.reset()
+        length, ret = np.zeros(n, int), np.zeros(n)
+        success, autoreset = np.zeros(n, bool), np.zeros(n, bool)
+        done_count = [0] * n
+        successes: list[bool] = []
+        lengths: list[int] = []
+        returns: list[float] = []
+        instructions: list[str] = []
+        languages = obs.get(LANGUAGE_KEY, [""] * n) if isinstance(obs, dict) else [""] * n
+        current = [str(x) for x in languages]  # each env's instruction
+        bar = tqdm(total=episodes, desc=desc, disable=not progress, leave=False)
+        while len(successes) < episodes:
+            obs, reward, terminated, truncated, info = venv.step(runner.act(obs))
+            step_success = np.asarray(info.get("success", np.zeros(n, bool)), bool)
+            if on_step is not None:
+                on_step(~autoreset)
+            for i in range(n):
+                if autoreset[i]:  # this step reset env i: start its new episode afresh
+                    runner.reset([i])
+                    if isinstance(obs, dict) and LANGUAGE_KEY in obs:
+                        current[i] = str(obs[LANGUAGE_KEY][i])
+                    length[i], ret[i], success[i] = 0, 0.0, False
+                    continue
+                length[i] += 1
+                ret[i] += float(reward[i])
+                success[i] |= step_success[i]
+                if (terminated[i] or truncated[i]) and done_count[i] < quota[i]:
+                    done_count[i] += 1
+                    successes.append(bool(success[i]))
+                    lengths.append(int(length[i]))
+                    returns.append(float(ret[i]))
+                    instructions.append(current[i])
+                    bar.update(1)
+                    bar.set_postfix(success=f"{np.mean(successes):.2f}")
+            autoreset = np.logical_or(terminated, truncated)
+        bar.close()
+    return EvalResult.of(successes, lengths, returns, instructions)
