@@ -5,6 +5,7 @@ import pytest
 from tiny_reach import reach_demos, tiny_checkpoint
 
 from robotrl.algos.dsrl import is_dsrl_checkpoint, load_steered_policy
+from robotrl.algos.kept_agent import best_evaluation
 from robotrl.cli import compose
 from robotrl.commands.eval import run_eval
 from robotrl.commands.train_rl import run_train_rl
@@ -48,6 +49,8 @@ def test_train_rl_dsrl_end_to_end_and_eval(tmp_path, reach):
     assert [r["env_steps"] for r in rows] == [0, 80, 160]
     assert out["final_success"] == rows[-1]["success_rate"] and not out["final_is_base"]
     assert "q_mean" in rows[-1] and "entropy_per_dim" in rows[-1]
+    best = best_evaluation([r["success_rate"] for r in rows])
+    assert out["kept_step"] == rows[best]["env_steps"]  # the agent of the best evaluation
     with open(out["plot"], "rb") as f:
         assert f.read(4) == b"\x89PNG"
     assert len(out["videos"]) == 1 and out["videos"][0].endswith(".mp4")

@@ -3,6 +3,7 @@ env steps and episodes, and refuses budgets that never train."""
 
 import numpy as np
 import pytest
+import torch
 from toy import STATE_STATS, PointGoal, SteerablePointBase
 
 from robotrl.algos.dsrl import DSRLConfig
@@ -70,3 +71,25 @@ def test_same_seed_same_curve():
     np.testing.assert_array_equal(
         [e["success"] for e in runs[0].episodes], [e["success"] for e in runs[1].episodes]
     )
+
+
+@pytest.mark.parametrize(("keep_best", "kept"), [(True, 1), (False, 2)])
+def test_the_agent_kept_is_the_one_of_the_best_evaluation(monkeypatch, keep_best, kept):
+    import robotrl.algos.dsrl_training as dt
+
+    seen, rates = [], iter([0.0, 0.5, 0.25])
+
+    def scripted_evaluation(agent, *args, **kwargs):
+        seen.append({k: v.clone() for k, v in agent.state_dict().items()})
+        return {"success_rate": next(rates)}
+
+    monkeypatch.setattr(dt, "evaluate_dsrl", scripted_evaluation)
+    train = DSRLTrainConfig(
+        total_steps=400, warmup_steps=100, eval_every=200, eval_episodes=1, keep_best=keep_best
+    )
+    res = train_dsrl(
+        SteerablePointBase(), PointGoal, _feat(), CFG, train, execute_horizon=2, progress=False
+    )
+    assert len(seen) == 3 and res.kept_step == 200 * kept
+    assert not all(torch.equal(v, seen[2][k]) for k, v in seen[1].items())  # updates moved it
+    assert all(torch.equal(v, seen[kept][k]) for k, v in res.agent.state_dict().items())

@@ -334,3 +334,25 @@ def test_a_budget_that_cannot_update_the_policy_is_refused_before_any_env_step()
     with pytest.raises(ValueError, match="critic_warmup_iters=3") as err:
         run(warm, 300)  # 3 rollouts of 100 env steps (whole steps of 2 envs): value head only
     assert "e.g. total_steps=400" in str(err.value)
+
+
+@pytest.mark.parametrize(("keep_best", "kept"), [(True, 1), (False, 2)])
+def test_the_policy_kept_is_the_one_of_the_best_evaluation(keep_best, kept):
+    cfg = FlowPGConfig(
+        algo="flow_sde", num_steps=2, rollout_env_steps=8, minibatch_size=8, critic_warmup_iters=0,
+        actor_lr=1e-2,
+    )  # fmt: skip
+    train = FlowTrainConfig(total_steps=16, eval_every=8, keep_best=keep_best)
+    policy = _biased_policy(steps=0)
+    seen, rates = [], iter([0.0, 0.5, 0.25])
+
+    def scripted_evaluation(p):
+        seen.append({k: v.clone() for k, v in p.state_dict().items()})
+        return {"success_rate": next(rates)}
+
+    res = train_flow_pg(
+        policy, _venv(4), scripted_evaluation, cfg, train, execute_horizon=1, progress=False
+    )
+    assert len(seen) == 3 and res.kept_step == 8 * kept
+    assert not all(torch.equal(v, seen[2][k]) for k, v in seen[1].items())  # the update moved it
+    assert all(torch.equal(v, seen[kept][k]) for k, v in policy.state_dict().items())

@@ -5,6 +5,7 @@ import pytest
 from tiny_reach import reach_demos, tiny_checkpoint
 
 from policies.checkpoint import load_policy
+from robotrl.algos.kept_agent import best_evaluation
 from robotrl.cli import compose, main
 from robotrl.commands.train_rl import run_train_rl
 from robotrl.metrics import read_csv
@@ -57,6 +58,9 @@ def test_train_rl_flow_algos_end_to_end(tmp_path, reach_base, algo):
     policy, meta = load_policy(out["checkpoint"])
     assert policy.num_steps == 3 and meta["rl"]["algo"] == algo
     assert meta["rl"]["env_steps"] == out["env_steps"]
+    # the checkpoint holds the policy of the best evaluation (robotrl.algos.kept_agent's rule)
+    best = best_evaluation([r["success_rate"] for r in rows])
+    assert out["kept_step"] == rows[best]["env_steps"]
 
 
 @pytest.mark.slow

@@ -23,6 +23,7 @@ import torch
 from tqdm.auto import tqdm
 
 from robotrl.algos.dsrl import DSRLAgent, DSRLConfig, SteeredPolicy
+from robotrl.algos.kept_agent import KeptAgent
 from robotrl.algos.residual import StateFeaturizer
 from robotrl.algos.residual_training import check_budget, freeze, recent_episode_rates
 from robotrl.chunk_runner import ChunkRunner, SingleEnvPolicy
@@ -42,6 +43,8 @@ class DSRLTrainConfig:
         eval_every, eval_episodes, eval_seed: evaluations of the deterministic agent.
         buffer_size: latent transitions kept. seed: every RNG.
         target_success: stop once an evaluation reaches it (None: run to the end).
+        keep_best: the agent returned is the one of the best evaluation
+            (:class:`~robotrl.algos.kept_agent.KeptAgent`); False: the last.
     """
 
     total_steps: int = 20_000
@@ -52,6 +55,7 @@ class DSRLTrainConfig:
     buffer_size: int = 100_000
     seed: int = 0
     target_success: float | None = None
+    keep_best: bool = True
 
 
 @dataclass
@@ -62,6 +66,7 @@ class DSRLResult:
     env_steps: int = 0
     wall_s: float = 0.0
     steps_to_target: int | None = None
+    kept_step: int = 0  # env steps at the evaluation whose agent was kept
     safety: SafetyTally = field(default_factory=SafetyTally)  # the training steps' violations
 
 
@@ -136,6 +141,7 @@ def train_dsrl(
     stats = [{"len": 0, "success": False} for _ in range(num_envs)]
     open_steps: list[_Open | None] = [None] * num_envs
     result = DSRLResult(agent=agent)
+    kept = KeptAgent(agent, train.keep_best)
     start = time.perf_counter()
     env_steps = 0
     last_logs: dict[str, float] = {}
@@ -157,6 +163,7 @@ def train_dsrl(
         result.evaluations.append(row)
         if logger is not None:
             logger.log(**row)
+        kept.evaluated(ev["success_rate"], env_steps)
         phase = "train" if env_steps >= train.warmup_steps else "warm-up"
         bar.set_postfix(phase=phase, success=f"{ev['success_rate']:.2f}")
         if (
@@ -227,6 +234,7 @@ def train_dsrl(
         bar.close()
         for env in envs:
             env.close()
+    result.kept_step = kept.restore(env_steps)
     result.env_steps = env_steps
     result.wall_s = time.perf_counter() - start
     return result

@@ -16,6 +16,7 @@ from tqdm.auto import tqdm
 
 from robotrl.algos.flow_pg import FlowPG, FlowPGConfig
 from robotrl.algos.flow_rollout import FlowRollout
+from robotrl.algos.kept_agent import KeptAgent
 from robotrl.metrics import MetricsLogger
 from robotrl.safety_tally import SafetyTally
 
@@ -29,12 +30,15 @@ class FlowTrainConfig:
         :func:`check_budget`). eval_every: env steps between evaluations.
         target_success: stop once an evaluation reaches it (None: run to the end).
         seed: RNGs and the first episode seed.
+        keep_best: the policy returned is the one of the best evaluation
+            (:class:`~robotrl.algos.kept_agent.KeptAgent`); False: the last.
     """
 
     total_steps: int = 20_000
     eval_every: int = 2_000
     target_success: float | None = None
     seed: int = 0
+    keep_best: bool = True
 
 
 @dataclass
@@ -46,6 +50,7 @@ class FlowTrainResult:
     steps_to_target: int | None = None
     wall_to_target: float | None = None
     train_success: list[float] = field(default_factory=list)
+    kept_step: int = 0  # env steps at the evaluation whose weights were kept
     safety: SafetyTally = field(default_factory=SafetyTally)  # the training steps' violations
 
 
@@ -109,6 +114,7 @@ def train_flow_pg(
     )
     learner = FlowPG(policy, rollout.feature_dim, cfg)  # sets cfg's K and noise bounds
     result = FlowTrainResult(learner=learner, safety=rollout.safety)
+    kept = KeptAgent(policy, train.keep_best)
     start = time.perf_counter()
     bar = tqdm(total=train.total_steps, desc=cfg.algo, disable=not progress)
     postfix: dict[str, str] = {}
@@ -134,6 +140,7 @@ def train_flow_pg(
         result.evaluations.append(row)
         if logger is not None:
             logger.log(**row)
+        kept.evaluated(ev["success_rate"], rollout.env_steps)
         show(success=f"{ev['success_rate']:.2f}")
         if (
             result.steps_to_target is None
@@ -164,6 +171,7 @@ def train_flow_pg(
     finally:
         bar.close()
         rollout.close()
+    result.kept_step = kept.restore(rollout.env_steps)
     result.env_steps = rollout.env_steps
     result.wall_s = time.perf_counter() - start
     result.train_success = [float(x) for x in recent]

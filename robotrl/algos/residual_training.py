@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from robotrl.algos.kept_agent import KeptAgent
 from robotrl.algos.residual import ResidualAgent, ResidualConfig, StateFeaturizer
 from robotrl.algos.residual_policy import ResidualPolicy
 from robotrl.algos.residual_rollout import Intervener, ResidualRollout, ResidualTransition
@@ -360,7 +361,7 @@ def train_residual(
 
     critic_warm = False
     last_logs: dict[str, float] = {}
-    best: dict[str, torch.Tensor] = {}  # the agent's weights at the best evaluation (keep_best)
+    kept = KeptAgent(agent, train.keep_best)
     tick = time.perf_counter()
 
     def evaluate_now() -> None:
@@ -386,13 +387,7 @@ def train_residual(
         result.evaluations.append(row)
         if logger is not None:
             logger.log(**row)
-        # the base (the first evaluation) stays unless an evaluation beats it: a tie is no
-        # evidence that the residual helps
-        rates = [e["success_rate"] for e in result.evaluations]
-        beats_base = len(rates) == 1 or rates[-1] > rates[0]
-        if train.keep_best and rates[-1] >= max(rates) and beats_base:
-            best.update({k: v.detach().clone() for k, v in agent.state_dict().items()})
-            result.kept_step = rollout.env_steps
+        kept.evaluated(ev["success_rate"], rollout.env_steps)
         show(phase=phase, success=f"{ev['success_rate']:.2f}")
         if (
             result.steps_to_target is None
@@ -437,10 +432,7 @@ def train_residual(
                 break
     bar.close()
     rollout.close()
-    if train.keep_best:
-        agent.load_state_dict(best)
-    else:
-        result.kept_step = rollout.env_steps
+    result.kept_step = kept.restore(rollout.env_steps)
     result.env_steps = rollout.env_steps
     result.wall_s = time.perf_counter() - start
     return result

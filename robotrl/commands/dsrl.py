@@ -52,6 +52,7 @@ def run_dsrl(cfg: DictConfig) -> dict[str, Any]:
         eval_episodes=cfg.eval_episodes,
         seed=cfg.seed,
         target_success=cfg.target_success,
+        keep_best=bool(cfg.keep_best),
     )
     check_budget(train.total_steps, train.warmup_steps, train.eval_every)  # before any env
     base: Any
@@ -118,6 +119,7 @@ def run_dsrl(cfg: DictConfig) -> dict[str, Any]:
         **final_evaluation(result.evaluations, "env_steps"),
         "worse_than_base": worse_than_base(result.evaluations),
         "best_success": max(e["success_rate"] for e in result.evaluations),
+        "kept_step": result.kept_step,
         "env_steps": result.env_steps,
         "steps_to_target": result.steps_to_target,
         "wall_s": round(result.wall_s, 1),

@@ -58,6 +58,7 @@ def run_flow_pg(cfg: DictConfig) -> dict[str, Any]:
         eval_every=cfg.eval_every,
         target_success=cfg.target_success,
         seed=cfg.seed,
+        keep_best=bool(cfg.keep_best),
     )
     check_budget(fcfg, train, cfg.num_envs, cli=True)  # before a run dir or env process exists
     # training, evaluations and videos alike; a robot is not num_envs env processes
@@ -117,6 +118,7 @@ def run_flow_pg(cfg: DictConfig) -> dict[str, Any]:
         **final_evaluation(evals, "env_steps"),
         "worse_than_base": worse_than_base(evals),
         "best_success": max(e["success_rate"] for e in evals),
+        "kept_step": result.kept_step,
         "env_steps": result.env_steps,
         "steps_to_target": result.steps_to_target,
         "wall_to_target_s": result.wall_to_target,
