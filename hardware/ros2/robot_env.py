@@ -315,13 +315,17 @@ class RosRobotEnv(gym.Env):
                 continue
             sent = self._now()
             self._reset_pub.publish(m.Float64MultiArray(data=[float(self._seed)]))
+
+            def answered(s: float = sent) -> bool:
+                return (
+                    self._episode_received >= s  # an answer in the same instant counts
+                    and self._episode is not None
+                    and int(self._episode["seed"]) == self._seed
+                )
+
             with self._episode_lock:
                 acked = self._episode_lock.wait_for(
-                    lambda s=sent: (
-                        self._episode_received >= s  # an answer in the same instant counts
-                        and self._episode is not None
-                        and int(self._episode["seed"]) == self._seed
-                    ),
+                    answered,
                     timeout=min(1.0, max(0.0, deadline - self._now())),
                 )
                 stamp = _episode_stamp(self._episode or {})
