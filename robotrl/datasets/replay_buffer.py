@@ -155,10 +155,10 @@ class ReplayBuffer:
         for head in slots[~has_pred[slots]]:
             chain = [int(head)]
             while True:
-                s, ok = self._successor(np.array([chain[-1]]))
+                succ, ok = self._successor(np.array([chain[-1]]))
                 if not ok[0]:
                     break
-                chain.append(int(s[0]))
+                chain.append(int(succ[0]))
             last = chain[-1]
             with store.begin_episode(task=task, operator=operator) as w:
                 for t, s in enumerate(chain):
