@@ -24,7 +24,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -101,6 +101,30 @@ class ResidualConfig:
     demo_bc: float = 10.0
     dims: list[int] | None = None
     base_input: bool = True
+
+
+class Featurizer(Protocol):
+    """What an agent reads observations through: a :class:`StateFeaturizer`, or a
+    :class:`~robotrl.algos.relative_features.RelativeFeaturizer` or
+    :class:`~robotrl.algos.perception_features.PerceptionFeaturizer` over one."""
+
+    @property
+    def dim(self) -> int:
+        """O, the features per observation."""
+        ...
+
+    @property
+    def raw_keys(self) -> list[str]:
+        """The observation entries :meth:`__call__` reads."""
+        ...
+
+    def __call__(self, obs: Mapping[str, Any]) -> np.ndarray:
+        """(..., O) float32 features of an observation (or a batch)."""
+        ...
+
+    def from_window(self, window: Mapping[str, Any]) -> np.ndarray:
+        """(B, O) features of the latest step of a policy's observation window."""
+        ...
 
 
 class StateFeaturizer:

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from robotrl.algos.residual import ResidualAgent, ResidualConfig, StateFeaturizer
+from robotrl.algos.residual import Featurizer, ResidualAgent, ResidualConfig
 from robotrl.algos.residual_policy import ResidualPolicy
 from robotrl.algos.residual_rollout import Intervener, ResidualRollout, ResidualTransition
 from robotrl.chunk_runner import LANGUAGE_KEY, policy_keys
@@ -123,7 +123,7 @@ _NOT_IMITATED = {"human": 0.0, "demo": 0.0}
 def demo_buffer(
     store: EpisodeStore,
     base: Any,
-    featurizer: StateFeaturizer,
+    featurizer: Featurizer,
     cfg: ResidualConfig,
     capacity: int | None = None,
     episodes: Sequence[int] | np.ndarray | None = None,
@@ -205,7 +205,7 @@ def _replanned_base_actions(
 def evaluate_residual(
     agent: ResidualAgent,
     base: Any,
-    featurizer: StateFeaturizer,
+    featurizer: Featurizer,
     make_env: Callable[[], Any],
     episodes: int,
     seed: int,
@@ -301,7 +301,7 @@ class ResidualReplay:
 def train_residual(
     base: Any,
     make_env: Callable[[], Any],
-    featurizer: StateFeaturizer,
+    featurizer: Featurizer,
     cfg: ResidualConfig,
     train: TrainConfig,
     *,
