@@ -201,6 +201,7 @@ class ResidualAgent(nn.Module):
         self.mask = mask  # (A,) 1 where the residual acts (not a parameter: it follows cfg)
         self.actor = mlp(obs_dim + act_dim, act_dim, cfg.hidden, cfg.actor_layers, cfg.layer_norm)
         last = self.actor[-1]
+        assert isinstance(last, nn.Linear)  # mlp() ends in a Linear layer
         nn.init.zeros_(last.weight)  # step 0: the executed policy is the base policy
         nn.init.zeros_(last.bias)
         self.critic = EnsembleCritic(
@@ -234,8 +235,9 @@ class ResidualAgent(nn.Module):
         rng: np.random.Generator | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Executed actions (B, A) in [-1, 1] and residuals (B, A); obs (B, O), base (B, A)."""
-        res = self.residual(torch.from_numpy(obs), torch.from_numpy(base.astype(np.float32)))
-        res = res.numpy()
+        res = self.residual(
+            torch.from_numpy(obs), torch.from_numpy(base.astype(np.float32))
+        ).numpy()
         a = base + res
         if explore:
             noise = _truncated_normal(a.shape, self.cfg.explore_std, rng or np.random.default_rng())

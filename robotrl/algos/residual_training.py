@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from numpy.typing import ArrayLike
 from tqdm.auto import tqdm
 
 from robotrl.algos.residual import Featurizer, ResidualAgent, ResidualConfig
@@ -289,9 +290,17 @@ class ResidualReplay:
     def store(self, t: ResidualTransition) -> None:
         """Write one transition (``t.env_id`` names its env stream) to ``online``, and to
         ``hil`` when a human intervened."""
-        o = {"features": t.features, "base_action": t.base_action, **_NOT_IMITATED}
+        o: dict[str, ArrayLike] = {
+            "features": t.features,
+            "base_action": t.base_action,
+            **_NOT_IMITATED,
+        }
         o["human"] = float(t.intervention)
-        o2 = {"features": t.next_features, "base_action": t.next_base_action, **_NOT_IMITATED}
+        o2: dict[str, ArrayLike] = {
+            "features": t.next_features,
+            "base_action": t.next_base_action,
+            **_NOT_IMITATED,
+        }
         args = (o, t.action, t.reward, o2, t.terminated, t.truncated)
         self.online.add(*args, env_id=t.env_id)
         if t.intervention:
