@@ -103,6 +103,7 @@ class RosRobotEnv(gym.Env):
     """
 
     metadata = {"render_modes": []}  # noqa: RUF012 - gym API
+    observation_space: gym.spaces.Dict  # one entry per observation key
 
     def __init__(
         self,
