@@ -82,8 +82,8 @@ class Commander:
         self,
         max_dpos: float = DEFAULT_MAX_DPOS,
         max_drot: float = DEFAULT_MAX_DROT,
-        workspace_low: np.ndarray | tuple[float, ...] | None = None,
-        workspace_high: np.ndarray | tuple[float, ...] | None = None,
+        workspace_low: np.ndarray | Sequence[float] | None = None,
+        workspace_high: np.ndarray | Sequence[float] | None = None,
         stages: Sequence[ActionStage] = (),
     ) -> None:
         if not (max_dpos > 0 and max_drot > 0):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import ClassVar
 
 import numpy as np
 
@@ -31,7 +32,8 @@ class GraspHold:
         close: the gripper command the grasp is held at (1: fully closed).
     """
 
-    FLAGS = ("grasp_hold",)  # what apply() reports: whether it raised the gripper command
+    # what apply() reports: whether it raised the gripper command
+    FLAGS: ClassVar[tuple[str, ...]] = ("grasp_hold",)
 
     def __init__(
         self,

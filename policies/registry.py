@@ -34,7 +34,7 @@ def has_noise_scale(policy: Any) -> bool:
     return hasattr(policy, "noise_scale")
 
 
-def set_noise_scale(policy: Policy, scale: float, option: str = "noise_scale") -> None:
+def set_noise_scale(policy: object, scale: float, option: str = "noise_scale") -> None:
     """Scale the initial noise of ``policy.predict_chunk`` (flow / diffusion / VLA): 1 samples the
     policy, 0 runs it deterministically from the prior's mean. A run-time setting, not saved.
 

@@ -167,7 +167,8 @@ class AsyncChunkRunner:
 
     # ---------------------------------------------------------------- lifecycle
     def _begin_episode(self) -> None:
-        self._history: deque[dict[str, np.ndarray]] = deque(maxlen=int(self.policy.obs_horizon))
+        self._horizon = int(self.policy.obs_horizon)
+        self._history: deque[dict[str, np.ndarray | str]] = deque(maxlen=self._horizon)
         self._chunk: np.ndarray | None = None  # (Ta, Da) in execution
         self._chunk_req = 0  # its request tick
         self._chunk_end = 0  # its window end (exclusive index)
@@ -232,7 +233,7 @@ class AsyncChunkRunner:
         # copies: envs may reuse buffers (the instruction stays a str)
         entry = {k: str(obs[k]) if k == LANGUAGE_KEY else np.array(obs[k]) for k in self.keys}
         if not self._history:
-            self._history.extend([entry] * self._history.maxlen)  # edge padding, as in training
+            self._history.extend([entry] * self._horizon)  # edge padding, as in training
         else:
             self._history.append(entry)
 
@@ -270,8 +271,8 @@ class AsyncChunkRunner:
         if self._pending is None:
             return
         chunk, req = self._pending
-        first = self._chunk is None
-        if not first and t < req + self.d:
+        old = self._chunk
+        if old is not None and t < req + self.d:
             return  # early: the switch tick has not come yet
         i = t - req  # index of the action meant for this tick
         self._pending = None
@@ -280,10 +281,10 @@ class AsyncChunkRunner:
             return
         # cross-fade over the overlap the old chunk still covers (all b ticks when on time;
         # less, or none, after a stall that ate into its tail)
-        n = 0 if first else max(0, min(self.b, self.ta - (t - self._chunk_req)))
-        if n > 0:
+        n = 0 if old is None else max(0, min(self.b, self.ta - (t - self._chunk_req)))
+        if old is not None and n > 0:
             j = t - self._chunk_req
-            self._blend_prev[:n] = self._chunk[j : j + n]
+            self._blend_prev[:n] = old[j : j + n]
         self._blend_n, self._switch_tick = n, t
         self._chunk, self._chunk_req = chunk, req
         self._chunk_end = min(i + self.te, self.ta)

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from policies.base import Policy
 from robotrl.metrics import MetricsLogger
 
 
@@ -65,7 +66,7 @@ def _ema_update(ema: nn.Module, model: nn.Module, decay: float) -> None:
 
 
 @torch.no_grad()
-def validation_loss(policy: nn.Module, loader: Any, max_batches: int = 20) -> float:
+def validation_loss(policy: Policy, loader: Any, max_batches: int = 20) -> float:
     policy.eval()
     losses = []
     gen_state = torch.random.get_rng_state()
@@ -79,15 +80,15 @@ def validation_loss(policy: nn.Module, loader: Any, max_batches: int = 20) -> fl
 
 
 def train_bc(
-    policy: nn.Module,
+    policy: Policy,
     train_loader: Any,
     cfg: BCConfig,
     *,
     val_loader: Any | None = None,
-    evaluate: Callable[[nn.Module], dict[str, float]] | None = None,
+    evaluate: Callable[[Policy], dict[str, float]] | None = None,
     logger: MetricsLogger | None = None,
     progress: bool = True,
-) -> tuple[nn.Module, dict[str, Any]]:
+) -> tuple[Policy, dict[str, Any]]:
     """Train; returns ``(the EMA policy (or the policy if EMA is off) in eval mode, summary)``.
 
     ``evaluate(policy) -> {"success_rate": ...}`` runs every ``eval_every`` steps and at the end.
@@ -154,7 +155,7 @@ def train_bc(
                     logger.log(
                         step=step,
                         **logs,
-                        lr=sched.get_last_lr()[0],
+                        lr=float(sched.get_last_lr()[0]),
                         wall_s=time.perf_counter() - start,
                     )
             if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:

@@ -175,8 +175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_in = [a for a in args_in if a != "--debug"]
     found = _lookup(args_in)
     if found is not None and any(a in HELP_FLAGS for a in args_in[found[2] :]):
-        label, (config_name, _, summary), _ = found
-        sys.stdout.write(config_help.format_help(label, config_name, summary))
+        label, (config_name, _, description), _ = found
+        sys.stdout.write(config_help.format_help(label, config_name, description))
         return 0
     try:
         args = _parser().parse_args(args_in)

@@ -126,7 +126,9 @@ class CollectionSession:
         meta = dict(self.meta)
         if LANGUAGE_KEY in obs:
             meta["language"] = str(obs[LANGUAGE_KEY])
-        with self.store.begin_episode(**meta) as writer:  # discards on any exception
+        with self.store.begin_episode(  # discards on any exception
+            operator=meta["operator"], task=meta["task"], language=meta["language"]
+        ) as writer:
             t_next = self.clock()
             while True:
                 if isinstance(self.device, ExpertDevice):

@@ -454,16 +454,18 @@ def _rows(config_name: str) -> list[_Row]:
         if path in group_rows:
             rows.append(group_rows[path])
             continue
-        kd = docs.get(path)
-        if kd is not None and kd.raw:
-            default = kd.raw
+        key_doc = docs.get(path)
+        if key_doc is not None and key_doc.raw:
+            default = key_doc.raw
         elif isinstance(value, dict) and value:
             default = ""  # a block of nested keys, listed below it
         else:
             default = _format_value(value)
         if default == MISSING:
             default = "(required)"
-        rows.append(_Row(path, default, kd.doc if kd else "", kd.section if kd else ""))
+        rows.append(
+            _Row(path, default, key_doc.doc if key_doc else "", key_doc.section if key_doc else "")
+        )
     return rows
 
 

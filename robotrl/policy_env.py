@@ -167,15 +167,17 @@ def record_videos(
     try:
         for i in range(count):
             frames: list[Any] = []
+
+            def grab(e: Any, frames: list[Any] = frames) -> None:
+                frames.append(e.render_camera("front", video=True))
+
             res = evaluate(
                 env,
                 as_episode_policy(policy, execute_horizon),
                 1,
                 seed=seed + i,
                 progress=False,
-                on_step=lambda e, frames=frames: frames.append(
-                    e.render_camera("front", video=True)
-                ),
+                on_step=grab,
             )
             tag = "success" if res.successes[0] else "failure"
             path = write_mp4(frames, out_dir / f"{prefix}_{i}_{tag}.mp4", env.control_hz)

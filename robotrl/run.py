@@ -6,7 +6,7 @@ import json
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
@@ -29,6 +29,22 @@ def save_config(cfg: DictConfig, run_dir: Path) -> Path:
     path = run_dir / "config.yaml"
     path.write_text(OmegaConf.to_yaml(cfg, resolve=True))
     return path
+
+
+def config_list(node: Any) -> list[Any]:
+    """A list config entry (``cfg.<key>``) as a plain list."""
+    value = OmegaConf.to_object(node)
+    if not isinstance(value, list):
+        raise TypeError(f"expected a list, got {value!r}")
+    return value
+
+
+def config_dict(node: Any) -> dict[str, Any]:
+    """A mapping config entry (``cfg.<key>``) as a plain dict with str keys."""
+    value = OmegaConf.to_object(node)
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise TypeError(f"expected a mapping with str keys, got {value!r}")
+    return cast(dict[str, Any], value)
 
 
 def _jsonable(x: Any) -> Any:

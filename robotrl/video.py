@@ -17,7 +17,8 @@ def write_mp4(frames: Sequence[np.ndarray], path: str | Path, fps: float = 20.0)
     path.parent.mkdir(parents=True, exist_ok=True)
     h, w = frames[0].shape[:2]
     pad = ((0, h % 2), (0, w % 2), (0, 0))
-    with imageio.get_writer(path, fps=fps, codec="libx264", quality=7, macro_block_size=1) as out:
+    out = imageio.get_writer(path, fps=fps, codec="libx264", quality=7, macro_block_size=1)
+    with out:  # (not 'as': imageio's stubs type __enter__ as the base without append_data)
         for frame in frames:
             out.append_data(np.pad(np.asarray(frame, dtype=np.uint8), pad, mode="edge"))
     return path

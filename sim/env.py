@@ -89,6 +89,7 @@ class PandaEnv(gym.Env):
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 20}  # noqa: RUF012 - gym API
+    observation_space: gym.spaces.Dict  # one entry per observation key
 
     def __init__(
         self,

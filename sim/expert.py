@@ -9,6 +9,7 @@ flow policy gradients) start from policies cloned from biased demos.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -62,7 +63,7 @@ class ScriptedExpert(ABC):
 
     def move(
         self,
-        obs: dict[str, np.ndarray],
+        obs: Mapping[str, np.ndarray],
         pos: np.ndarray,
         rot: np.ndarray,
         gripper: float,
@@ -86,5 +87,5 @@ class ScriptedExpert(ABC):
         return np.clip(a, -1.0, 1.0).astype(np.float32)
 
     @abstractmethod
-    def __call__(self, obs: dict[str, np.ndarray]) -> np.ndarray:
+    def __call__(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
         """Action (7,) float32 in [-1, 1] for the current observation."""

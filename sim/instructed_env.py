@@ -44,6 +44,8 @@ class InstructedTask(Task):
 class InstructedPandaEnv(PandaEnv):
     """:class:`~sim.env.PandaEnv` whose observation also carries ``language`` (str)."""
 
+    task: InstructedTask
+
     def __init__(self, task: InstructedTask, **kwargs: Any) -> None:
         if not isinstance(task, InstructedTask) or not task.instructions:
             raise ValueError("InstructedPandaEnv needs an InstructedTask with instructions")

@@ -201,7 +201,7 @@ class PyBulletPandaEnv(gym.Env):
         target = self.commander.command(action, s.ee_pos, s.ee_rot)
         self.controller.set_target(target.pos, target.rot)
         self.arm.set_gripper(0.5 * (1.0 - target.gripper) * panda.FINGER_TRAVEL)
-        flags = dict(target.flags)
+        flags: dict[str, object] = dict(target.flags)  # the tick loop adds its own
 
         self._loop.run(self.n_substeps, flags)
         self.arm.read(s)

@@ -19,14 +19,15 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
+from sim.env import PandaEnv
 from sim.registry import make_expert
 
 Policy = Callable[[Mapping[str, np.ndarray]], np.ndarray]
 
 
-def careless(env: object, rng: np.random.Generator) -> Policy:
+def careless(env: PandaEnv, rng: np.random.Generator) -> Policy:
 
-    expert = make_expert(env.task.name, env, noise=0.3, seed=int(rng.integers(2**31)))  # type: ignore[attr-defined]
+    expert = make_expert(env.task.name, env, noise=0.3, seed=int(rng.integers(2**31)))
 
     def act(obs: Mapping[str, np.ndarray]) -> np.ndarray:
         a = np.asarray(expert(obs), dtype=np.float32).copy()
@@ -42,7 +43,7 @@ def _gripper(obs: Mapping[str, np.ndarray]) -> float:
     return 1.0 if float(obs["state/gripper"][0]) < 0.06 else -1.0
 
 
-def random_motion(env: object, rng: np.random.Generator) -> Policy:
+def random_motion(env: PandaEnv, rng: np.random.Generator) -> Policy:
     grip: list[float] = []
 
     def act(obs: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -56,7 +57,7 @@ def random_motion(env: object, rng: np.random.Generator) -> Policy:
     return act
 
 
-def adversarial(env: object, rng: np.random.Generator) -> Policy:
+def adversarial(env: PandaEnv, rng: np.random.Generator) -> Policy:
     side = rng.uniform(-0.3, 0.3, 2)
     grip: list[float] = []
 
@@ -68,7 +69,7 @@ def adversarial(env: object, rng: np.random.Generator) -> Policy:
     return act
 
 
-RISKY_POLICIES: dict[str, Callable[[object, np.random.Generator], Policy]] = {
+RISKY_POLICIES: dict[str, Callable[[PandaEnv, np.random.Generator], Policy]] = {
     "careless": careless,
     "random": random_motion,
     "adversarial": adversarial,

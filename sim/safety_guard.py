@@ -32,7 +32,7 @@ from typing import Any
 import mujoco
 import numpy as np
 
-from controllers.constraint_cost import CONSTRAINTS, ConstraintCost
+from controllers.constraint_cost import CONSTRAINTS, FORCE_LIMIT, ConstraintCost
 from controllers.grasp_hold import GraspHold
 from controllers.reflex import BRAKE_TIME, Reflex, RiskMLP
 from controllers.reflex_stage import FEATURES, ReflexStage, robot_features
@@ -98,8 +98,11 @@ class SafetyGuard:
         self.env, self.mode = env, mode
         m = env.model
         self._tcp = m.site("tcp").id
-        kw = {} if force_limit is None else {"force_limit": force_limit}
-        self.cost = ConstraintCost(env.safety.workspace_low, env.safety.workspace_high, **kw)
+        self.cost = ConstraintCost(
+            env.safety.workspace_low,
+            env.safety.workspace_high,
+            force_limit=FORCE_LIMIT if force_limit is None else force_limit,
+        )
         self.task_keys = tuple(task_keys)
         sizes = env.task.observation_sizes()
         for k in self.task_keys:

@@ -353,7 +353,7 @@ class SlicedVectorEnv(gym.vector.VectorEnv):
         """:meth:`_run` of a command answering one entry per env: the per-env list."""
         return [x for part in self._run(cmd, per_slice) for x in part]
 
-    def _split(self, values: Sequence[Any]) -> list[Sequence[Any]]:
+    def _split(self, values: Sequence[Any] | np.ndarray) -> list[Sequence[Any] | np.ndarray]:
         return [values[s.start : s.stop] for s in self.slices]
 
     # ----------------------------------------------------------------- per-env view
@@ -378,7 +378,10 @@ class SlicedVectorEnv(gym.vector.VectorEnv):
         elif rows:
             if self._batch is None:  # the first reset leaves some envs out: zeros until reset
                 space = self.single_observation_space
-                self._batch = dict(create_empty_array(space, self.num_envs, fn=np.zeros))
+                empty = create_empty_array(space, self.num_envs, fn=np.zeros)
+                if not isinstance(empty, dict):
+                    raise TypeError(f"expected dict observations, got {space}")
+                self._batch = dict(empty)
             else:  # fresh arrays: observations returned before are never written
                 self._batch = {k: v.copy() for k, v in self._batch.items()}
             for i in rows:

@@ -304,8 +304,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if stop.wait(None if math.isinf(wait) else max(wait, 0.0)):
                     break
                 if args.progress > 0:
-                    counts = dict(recorder.counts)
-                    print(json.dumps({"bag": args.path, "recording": counts}), flush=True)
+                    recording = dict(recorder.counts)
+                    print(json.dumps({"bag": args.path, "recording": recording}), flush=True)
         except KeyboardInterrupt:
             pass
         finally:

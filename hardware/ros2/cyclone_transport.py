@@ -16,7 +16,7 @@ import gc
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from cyclonedds.idl import IdlStruct
 
@@ -30,7 +30,21 @@ from hardware.ros2.endpoint import (
 )
 from hardware.ros2.messages import type_hash
 
+if TYPE_CHECKING:
+    from cyclonedds.domain import DomainParticipant
+    from cyclonedds.pub import Publisher as DdsPublisher
+    from cyclonedds.sub import Subscriber as DdsSubscriber
+
 log = logging.getLogger(__name__)
+
+_E = TypeVar("_E")
+
+
+def _live(entity: _E | None) -> _E:
+    """``entity`` (a participant, publisher or subscriber); close() sets them to None."""
+    if entity is None:
+        raise TransportError("transport is closed")
+    return entity
 
 
 def loopback_config(max_participants: int = 32) -> str:
@@ -130,9 +144,10 @@ class CycloneTransport:
         if not 0 <= self.domain_id <= 232:
             raise TransportError(f"expected domain_id in 0..232, got {self.domain_id}")
         self.node_name = node_name
-        self._dp = DomainParticipant(self.domain_id, qos=Qos(Policy.EntityName(node_name)))
-        self._pub = DdsPublisher(self._dp)
-        self._sub = DdsSubscriber(self._dp)
+        dp = DomainParticipant(self.domain_id, qos=Qos(Policy.EntityName(node_name)))
+        self._dp: DomainParticipant | None = dp
+        self._pub: DdsPublisher | None = DdsPublisher(dp)
+        self._sub: DdsSubscriber | None = DdsSubscriber(dp)
         self._topics: dict[str, Any] = {}
         self._entities: list[Any] = []
         self._subs: list[_CycloneSubscription] = []
@@ -156,14 +171,14 @@ class CycloneTransport:
                         f"got {msg_type.__name__}"
                     )
                 return existing
-            self._topics[name] = Topic(self._dp, name, msg_type)
+            self._topics[name] = Topic(_live(self._dp), name, msg_type)
             return self._topics[name]
 
     def publisher(self, topic: str, msg_type: type[M], qos: QoS = DEFAULT_QOS) -> _CyclonePublisher:
         from cyclonedds.pub import DataWriter
 
         writer = DataWriter(
-            self._pub, self._topic(topic, msg_type), qos=_cyclone_qos(qos, msg_type, True)
+            _live(self._pub), self._topic(topic, msg_type), qos=_cyclone_qos(qos, msg_type, True)
         )
         self._entities.append(writer)
         return _CyclonePublisher(writer, msg_type)
@@ -198,7 +213,7 @@ class CycloneTransport:
                     log.exception("callback for %s raised", topic)
 
         reader = DataReader(
-            self._sub,
+            _live(self._sub),
             self._topic(topic, msg_type),
             qos=_cyclone_qos(qos, msg_type, False),
             listener=Listener(on_data_available=on_data),

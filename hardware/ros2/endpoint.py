@@ -18,6 +18,7 @@ from typing import Protocol, TypeVar
 from cyclonedds.idl import IdlStruct
 
 M = TypeVar("M", bound=IdlStruct)
+M_contra = TypeVar("M_contra", bound=IdlStruct, contravariant=True)  # Publisher only takes M
 
 
 class TransportError(RuntimeError):
@@ -53,10 +54,10 @@ LATCHED_QOS = QoS(reliable=True, depth=1, transient_local=True)
 """For configuration topics (impedance parameters): late subscribers get the last value."""
 
 
-class Publisher(Protocol[M]):
+class Publisher(Protocol[M_contra]):
     """Publishes one message type on one topic."""
 
-    def publish(self, msg: M) -> None:
+    def publish(self, msg: M_contra) -> None:
         """Send ``msg`` (an instance of the publisher's message class)."""
         ...
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -129,9 +129,9 @@ class PoseCommander:
         *,
         max_dpos: float = DEFAULT_MAX_DPOS,
         max_drot: float = DEFAULT_MAX_DROT,
-        workspace_low: np.ndarray | tuple[float, ...] = DEFAULT_WORKSPACE_LOW,
-        workspace_high: np.ndarray | tuple[float, ...] = DEFAULT_WORKSPACE_HIGH,
-        stiffness: np.ndarray | tuple[float, ...] | None = None,
+        workspace_low: np.ndarray | Sequence[float] = DEFAULT_WORKSPACE_LOW,
+        workspace_high: np.ndarray | Sequence[float] = DEFAULT_WORKSPACE_HIGH,
+        stiffness: np.ndarray | Sequence[float] | None = None,
         grasp_release_z: float = 0.0,
         safety_critic: str | None = None,
         safety_threshold: float | None = None,

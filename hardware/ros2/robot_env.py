@@ -103,6 +103,7 @@ class RosRobotEnv(gym.Env):
     """
 
     metadata = {"render_modes": []}  # noqa: RUF012 - gym API
+    observation_space: gym.spaces.Dict  # one entry per observation key
 
     def __init__(
         self,
@@ -315,13 +316,17 @@ class RosRobotEnv(gym.Env):
                 continue
             sent = self._now()
             self._reset_pub.publish(m.Float64MultiArray(data=[float(self._seed)]))
+
+            def answered(s: float = sent) -> bool:
+                return (
+                    self._episode_received >= s  # an answer in the same instant counts
+                    and self._episode is not None
+                    and int(self._episode["seed"]) == self._seed
+                )
+
             with self._episode_lock:
                 acked = self._episode_lock.wait_for(
-                    lambda s=sent: (
-                        self._episode_received >= s  # an answer in the same instant counts
-                        and self._episode is not None
-                        and int(self._episode["seed"]) == self._seed
-                    ),
+                    answered,
                     timeout=min(1.0, max(0.0, deadline - self._now())),
                 )
                 stamp = _episode_stamp(self._episode or {})

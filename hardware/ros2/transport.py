@@ -31,7 +31,7 @@ Example::
 
 from __future__ import annotations
 
-import importlib
+import importlib.util
 from collections.abc import Callable
 
 from hardware.ros2.cyclone_transport import CycloneTransport, loopback_config

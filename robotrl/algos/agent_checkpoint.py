@@ -16,7 +16,7 @@ import yaml
 
 from policies.checkpoint import CheckpointError, load_policy
 from robotrl.algos.perception_features import featurizer_for
-from robotrl.algos.residual import StateFeaturizer
+from robotrl.algos.residual import Featurizer, StateFeaturizer
 
 
 def checkpoint_kind(directory: str | os.PathLike[str]) -> str | None:
@@ -36,7 +36,7 @@ class AgentContext:
     """What an agent acts with: its frozen base, its state features and the run's settings."""
 
     base: Any  # the frozen chunk policy, in eval mode
-    featurizer: Any  # StateFeaturizer, or PerceptionFeaturizer over one
+    featurizer: Featurizer
     execute_horizon: int  # Te
     meta: dict[str, Any]  # the base's checkpoint metadata with the run's task and Te
 

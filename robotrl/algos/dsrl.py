@@ -40,6 +40,7 @@ from torch import nn
 from policies.checkpoint import CONFIG, CheckpointError, load_into, read_doc, save_module
 from robotrl.algos.agent_checkpoint import checkpoint_kind, load_context
 from robotrl.algos.networks import EnsembleCritic, mlp
+from robotrl.algos.residual import Featurizer
 
 
 @dataclass
@@ -218,7 +219,7 @@ class SteeredPolicy:
             :class:`~robotrl.algos.perception_features.PerceptionFeaturizer`.
     """
 
-    def __init__(self, agent: DSRLAgent, base: Any, featurizer: Any, explore: bool) -> None:
+    def __init__(self, agent: DSRLAgent, base: Any, featurizer: Featurizer, explore: bool) -> None:
         self.agent, self.base, self.featurizer, self.explore = agent, base, featurizer, explore
         self.config = base.config
         self.obs_horizon, self.action_horizon = base.obs_horizon, base.action_horizon

@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 
 from robotrl.algos.dsrl import DSRLAgent, DSRLConfig, SteeredPolicy
 from robotrl.algos.kept_agent import KeptAgent
-from robotrl.algos.residual import StateFeaturizer
+from robotrl.algos.residual import Featurizer
 from robotrl.algos.residual_training import check_budget, freeze, recent_episode_rates
 from robotrl.chunk_runner import ChunkRunner, SingleEnvPolicy
 from robotrl.datasets import ReplayBuffer
@@ -73,7 +73,7 @@ class DSRLResult:
 def evaluate_dsrl(
     agent: DSRLAgent,
     base: Any,
-    featurizer: StateFeaturizer,
+    featurizer: Featurizer,
     make_env: Callable[[], Any],
     episodes: int,
     seed: int,
@@ -101,7 +101,7 @@ class _Open:
 def train_dsrl(
     base: Any,
     make_env: Callable[[], Any],
-    featurizer: StateFeaturizer,
+    featurizer: Featurizer,
     cfg: DSRLConfig,
     train: DSRLTrainConfig,
     *,

@@ -24,7 +24,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -103,6 +103,30 @@ class ResidualConfig:
     base_input: bool = True
 
 
+class Featurizer(Protocol):
+    """What an agent reads observations through: a :class:`StateFeaturizer`, or a
+    :class:`~robotrl.algos.relative_features.RelativeFeaturizer` or
+    :class:`~robotrl.algos.perception_features.PerceptionFeaturizer` over one."""
+
+    @property
+    def dim(self) -> int:
+        """O, the features per observation."""
+        ...
+
+    @property
+    def raw_keys(self) -> list[str]:
+        """The observation entries :meth:`__call__` reads."""
+        ...
+
+    def __call__(self, obs: Mapping[str, Any]) -> np.ndarray:
+        """(..., O) float32 features of an observation (or a batch)."""
+        ...
+
+    def from_window(self, window: Mapping[str, Any]) -> np.ndarray:
+        """(B, O) features of the latest step of a policy's observation window."""
+        ...
+
+
 class StateFeaturizer:
     """Concatenates chosen ``state/*`` entries of an observation dict and standardises them.
 
@@ -177,6 +201,7 @@ class ResidualAgent(nn.Module):
         self.mask = mask  # (A,) 1 where the residual acts (not a parameter: it follows cfg)
         self.actor = mlp(obs_dim + act_dim, act_dim, cfg.hidden, cfg.actor_layers, cfg.layer_norm)
         last = self.actor[-1]
+        assert isinstance(last, nn.Linear)  # mlp() ends in a Linear layer
         nn.init.zeros_(last.weight)  # step 0: the executed policy is the base policy
         nn.init.zeros_(last.bias)
         self.critic = EnsembleCritic(
@@ -210,8 +235,9 @@ class ResidualAgent(nn.Module):
         rng: np.random.Generator | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Executed actions (B, A) in [-1, 1] and residuals (B, A); obs (B, O), base (B, A)."""
-        res = self.residual(torch.from_numpy(obs), torch.from_numpy(base.astype(np.float32)))
-        res = res.numpy()
+        res = self.residual(
+            torch.from_numpy(obs), torch.from_numpy(base.astype(np.float32))
+        ).numpy()
         a = base + res
         if explore:
             noise = _truncated_normal(a.shape, self.cfg.explore_std, rng or np.random.default_rng())

@@ -16,7 +16,7 @@ import torch
 
 from policies.registry import set_noise_scale
 from robotrl.algos.agent_checkpoint import checkpoint_kind, load_context
-from robotrl.algos.residual import ResidualAgent, StateFeaturizer, load_agent
+from robotrl.algos.residual import Featurizer, ResidualAgent, load_agent
 from robotrl.chunk_runner import ChunkRunner
 
 
@@ -59,7 +59,7 @@ class ResidualRunner:
         self,
         agent: ResidualAgent,
         base: Any,
-        featurizer: StateFeaturizer,
+        featurizer: Featurizer,
         execute_horizon: int,
         num_envs: int = 1,
     ) -> None:

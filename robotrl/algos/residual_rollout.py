@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from robotrl.algos.residual import StateFeaturizer
+from robotrl.algos.residual import Featurizer
 from robotrl.chunk_runner import ChunkRunner
 from robotrl.safety_tally import SafetyTally
 
@@ -66,7 +66,7 @@ class ResidualRollout:
         self,
         base: Any,
         make_env: Callable[[], Any],
-        featurizer: StateFeaturizer,
+        featurizer: Featurizer,
         *,
         num_envs: int = 1,
         execute_horizon: int = 8,

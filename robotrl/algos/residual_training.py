@@ -22,10 +22,11 @@ from typing import Any
 
 import numpy as np
 import torch
+from numpy.typing import ArrayLike
 from tqdm.auto import tqdm
 
 from robotrl.algos.kept_agent import KeptAgent
-from robotrl.algos.residual import ResidualAgent, ResidualConfig, StateFeaturizer
+from robotrl.algos.residual import Featurizer, ResidualAgent, ResidualConfig
 from robotrl.algos.residual_policy import ResidualPolicy
 from robotrl.algos.residual_rollout import Intervener, ResidualRollout, ResidualTransition
 from robotrl.chunk_runner import LANGUAGE_KEY, policy_keys
@@ -124,7 +125,7 @@ _NOT_IMITATED = {"human": 0.0, "demo": 0.0}
 def demo_buffer(
     store: EpisodeStore,
     base: Any,
-    featurizer: StateFeaturizer,
+    featurizer: Featurizer,
     cfg: ResidualConfig,
     capacity: int | None = None,
     episodes: Sequence[int] | np.ndarray | None = None,
@@ -206,7 +207,7 @@ def _replanned_base_actions(
 def evaluate_residual(
     agent: ResidualAgent,
     base: Any,
-    featurizer: StateFeaturizer,
+    featurizer: Featurizer,
     make_env: Callable[[], Any],
     episodes: int,
     seed: int,
@@ -290,9 +291,17 @@ class ResidualReplay:
     def store(self, t: ResidualTransition) -> None:
         """Write one transition (``t.env_id`` names its env stream) to ``online``, and to
         ``hil`` when a human intervened."""
-        o = {"features": t.features, "base_action": t.base_action, **_NOT_IMITATED}
+        o: dict[str, ArrayLike] = {
+            "features": t.features,
+            "base_action": t.base_action,
+            **_NOT_IMITATED,
+        }
         o["human"] = float(t.intervention)
-        o2 = {"features": t.next_features, "base_action": t.next_base_action, **_NOT_IMITATED}
+        o2: dict[str, ArrayLike] = {
+            "features": t.next_features,
+            "base_action": t.next_base_action,
+            **_NOT_IMITATED,
+        }
         args = (o, t.action, t.reward, o2, t.terminated, t.truncated)
         self.online.add(*args, env_id=t.env_id)
         if t.intervention:
@@ -302,7 +311,7 @@ class ResidualReplay:
 def train_residual(
     base: Any,
     make_env: Callable[[], Any],
-    featurizer: StateFeaturizer,
+    featurizer: Featurizer,
     cfg: ResidualConfig,
     train: TrainConfig,
     *,

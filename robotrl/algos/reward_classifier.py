@@ -55,6 +55,9 @@ class RewardClassifier(nn.Module):
         threshold: probability at which :meth:`reward` says success.
     """
 
+    state_mean: torch.Tensor  # buffers (register_buffer)
+    state_std: torch.Tensor
+
     def __init__(
         self,
         image_keys: Sequence[str],

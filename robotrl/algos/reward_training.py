@@ -156,12 +156,12 @@ def select_threshold(
         if precision >= target_precision:
             chosen = j  # keep lowering: recall only grows
     met = chosen is not None
-    j = chosen if met else (best[1] if best is not None else None)
-    if j is None:  # nothing scores above min_threshold: the classifier never fires
+    pick = chosen if met else (best[1] if best is not None else None)
+    if pick is None:  # nothing scores above min_threshold: the classifier never fires
         return 1.0, {"met_target": False, "val": frame_metrics(p, y.astype(np.int8), 1.0)}
-    below = p[p < candidates[j]]
+    below = p[p < candidates[pick]]
     lower = max(float(below.max()) if below.size else min_threshold, min_threshold)
-    threshold = float((candidates[j] + lower) / 2) if lower < candidates[j] else float(lower)
+    threshold = float((candidates[pick] + lower) / 2) if lower < candidates[pick] else float(lower)
     return threshold, {"met_target": met, "val": frame_metrics(p, y.astype(np.int8), threshold)}
 
 

@@ -50,9 +50,10 @@ class RewardClassifierWrapper(gym.Wrapper):
             )
         for key in classifier.image_keys:
             want = (*classifier.image_size, 3)
-            if tuple(space[key].shape) != want:
+            shape = space[key].shape
+            if shape is None or tuple(shape) != want:
                 raise ValueError(
-                    f"{key}: the env renders {tuple(space[key].shape)}, the classifier was "
+                    f"{key}: the env renders {shape}, the classifier was "
                     f"trained on {want}; build the env with image_size={classifier.image_size}"
                 )
         self.classifier = classifier.freeze()

@@ -42,7 +42,9 @@ def collect_risk_data(
     stats: dict[str, dict[str, float]] = {}
     try:
         for p_idx, (name, factory) in enumerate(policies.items()):
-            st = {"episodes": 0, "transitions": 0, "violating_episodes": 0, "violating_steps": 0}
+            st: dict[str, float] = dict.fromkeys(
+                ("episodes", "transitions", "violating_episodes", "violating_steps"), 0
+            )
             bar = tqdm(range(episodes), desc=f"risk data {name}", disable=not progress)
             for ep in bar:
                 obs, info = env.reset(seed=seed + 10_000 * p_idx + ep)

@@ -80,6 +80,9 @@ def _mlp(in_dim: int, hidden: int, layers: int) -> nn.Sequential:
 class RiskCritics(nn.Module):
     """Two Q_risk logit networks on standardised features and raw actions."""
 
+    mean: torch.Tensor  # buffers (register_buffer)
+    std: torch.Tensor
+
     def __init__(self, obs_dim: int, act_dim: int, hidden: int, layers: int) -> None:
         super().__init__()
         self.register_buffer("mean", torch.zeros(obs_dim))
@@ -206,7 +209,7 @@ class SafetyCritic:
         """Write :meth:`weights` to ``path`` (``.npz``, no pickle); returns the path."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        np.savez(path, **self.weights())
+        np.savez(path, allow_pickle=False, **self.weights())
         return path
 
     @classmethod

@@ -28,6 +28,7 @@ from omegaconf import DictConfig
 from torch import nn
 
 import sim
+from policies.base import Policy
 from policies.diffusion import DiffusionPolicy
 from policies.distillation import DistilledPolicy
 from policies.flow_matching import FlowMatchingPolicy
@@ -85,10 +86,13 @@ def time_interleaved(
     }
 
 
-def network_calls_per_chunk(policy: nn.Module, obs: Mapping[str, torch.Tensor]) -> int:
+def network_calls_per_chunk(policy: Policy, obs: Mapping[str, torch.Tensor]) -> int:
     """Forward passes of ``policy.net`` (the denoiser / student head) in one predict_chunk."""
+    net = policy.net
+    if not isinstance(net, nn.Module):
+        raise TypeError(f"{type(policy).__name__}.net is not a network")
     count = [0]
-    handle = policy.net.register_forward_hook(lambda *a: count.__setitem__(0, count[0] + 1))
+    handle = net.register_forward_hook(lambda *a: count.__setitem__(0, count[0] + 1))
     try:
         with torch.no_grad():
             policy.predict_chunk(obs)
@@ -98,7 +102,7 @@ def network_calls_per_chunk(policy: nn.Module, obs: Mapping[str, torch.Tensor]) 
 
 
 def chunk_latency(
-    policy: nn.Module, obs: Mapping[str, torch.Tensor], calls: int = 100, warmup: int = 5
+    policy: Policy, obs: Mapping[str, torch.Tensor], calls: int = 100, warmup: int = 5
 ) -> dict[str, Any]:
     """Median / p90 [ms] of one ``predict_chunk`` on a batch-1 observation, with the number
     of network evaluations it makes and the parameter count."""
@@ -168,7 +172,7 @@ def run_latency_benchmark(cfg: DictConfig) -> dict[str, Any]:
         "depth": cfg.depth,
     }
     obs = {k: torch.randn(1, cfg.obs_horizon, d) for k, d in dims.items()}
-    policies: dict[str, nn.Module] = {
+    policies: dict[str, Policy] = {
         f"flow_k{k}": FlowMatchingPolicy(**common, num_steps=k) for k in cfg.flow_steps
     }
     policies[f"diffusion_ddim{cfg.ddim_steps}"] = DiffusionPolicy(
@@ -177,7 +181,7 @@ def run_latency_benchmark(cfg: DictConfig) -> dict[str, Any]:
     teacher = FlowMatchingPolicy(**common, num_steps=max(cfg.flow_steps))
     policies["distilled_1step"] = DistilledPolicy.from_teacher(teacher)
 
-    def caller(p: nn.Module) -> Callable[[], Any]:
+    def caller(p: Policy) -> Callable[[], Any]:
         return lambda: p.predict_chunk(obs)
 
     with torch.no_grad():

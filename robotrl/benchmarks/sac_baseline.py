@@ -19,7 +19,15 @@ class FlattenState(gym.ObservationWrapper):
     def __init__(self, env: gym.Env, keys: Sequence[str]) -> None:
         super().__init__(env)
         self.keys = list(keys)
-        dim = sum(int(np.prod(env.observation_space[k].shape)) for k in self.keys)
+        space = env.observation_space
+        if not isinstance(space, gym.spaces.Dict):
+            raise ValueError(f"FlattenState needs dict observations, got {space}")
+        dim = 0
+        for k in self.keys:
+            shape = space[k].shape
+            if shape is None:
+                raise ValueError(f"{k}: a space without a shape cannot be flattened")
+            dim += int(np.prod(shape))
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, (dim,), np.float32)
 
     def observation(self, observation: dict[str, np.ndarray]) -> np.ndarray:

@@ -12,6 +12,7 @@ import sim
 from hardware.devices import ExpertDevice, make_device
 from hardware.devices.keyboard import KeyboardDevice, help_text
 from robotrl.collection import ACTION_SPACE, ROBOT_NAME, CollectionSession, open_or_create_store
+from robotrl.run import config_dict
 
 
 def _viewer(env: Any, mode: str) -> Any:
@@ -43,7 +44,7 @@ def run_collect(cfg: DictConfig) -> dict[str, Any]:
         expert = sim.make_expert(cfg.task, env, noise=cfg.expert_noise, bias=bias, seed=cfg.seed)
         device: Any = ExpertDevice(expert)
     else:
-        device = make_device(cfg.device, **OmegaConf.to_object(cfg.device_kwargs))
+        device = make_device(cfg.device, **config_dict(cfg.device_kwargs))
     if isinstance(device, KeyboardDevice):
         print(help_text(), file=sys.stderr)
     realtime = cfg.realtime if cfg.realtime is not None else cfg.device != "expert"

@@ -14,6 +14,7 @@ from robotrl.datasets import EpisodeStore, repair, verify
 from robotrl.datasets.action_bias import copy_with_action_bias
 from robotrl.datasets.integrity import content_damage, structure_damage
 from robotrl.datasets.lerobot_format import export_lerobot, import_lerobot
+from robotrl.run import config_list
 
 
 def dataset_info(cfg: DictConfig) -> dict[str, Any]:
@@ -99,7 +100,7 @@ def dataset_import(cfg: DictConfig) -> dict[str, Any]:
         topics = dataclasses.replace(topics, **overrides)  # type: ignore[arg-type]
     except TypeError as exc:
         raise ValueError(f"bad topics mapping: {exc}") from exc
-    success = OmegaConf.to_object(cfg.success) if OmegaConf.is_list(cfg.success) else cfg.success
+    success = config_list(cfg.success) if OmegaConf.is_list(cfg.success) else cfg.success
     before = EpisodeStore.open(cfg.path).num_episodes if _is_store(cfg.path) else 0
     store = import_bags(
         inputs,
@@ -152,7 +153,7 @@ def dataset_bias(cfg: DictConfig) -> dict[str, Any]:
         raise ValueError("give the output store: out=...")
     if cfg.bias is None:
         raise ValueError("give the action bias: bias=[dx,dy,dz,drx,dry,drz,grip] (action units)")
-    bias = [float(v) for v in OmegaConf.to_object(cfg.bias)]  # type: ignore[union-attr]
+    bias = [float(v) for v in config_list(cfg.bias)]
     with copy_with_action_bias(cfg.path, cfg.out, bias) as store:
         n, t = store.num_episodes, store.num_steps
     return {

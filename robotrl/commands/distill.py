@@ -9,7 +9,9 @@ import torch
 from omegaconf import DictConfig
 
 from policies.checkpoint import load_policy, save_policy
+from policies.diffusion import DiffusionPolicy
 from policies.distillation import DistillConfig, distill, match_error
+from policies.flow_matching import FlowMatchingPolicy
 from robotrl.benchmarks.policy_latency import chunk_latency
 from robotrl.chunk_runner import policy_keys
 from robotrl.datasets import SequenceDataset, make_dataloader, split_episodes
@@ -23,7 +25,9 @@ def run_distill(cfg: DictConfig) -> dict[str, Any]:
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
     teacher, meta = load_policy(cfg.checkpoint)
-    if teacher.policy_type not in ("flow", "diffusion"):
+    if teacher.policy_type not in ("flow", "diffusion") or not isinstance(
+        teacher, FlowMatchingPolicy | DiffusionPolicy
+    ):
         raise ValueError(
             f"the teacher must be a flow or diffusion policy, got {teacher.policy_type}"
         )

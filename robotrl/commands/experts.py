@@ -9,18 +9,19 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import numpy as np
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 import sim
 from robotrl.evaluation import evaluate
-from robotrl.run import make_run_dir, save_config
+from robotrl.run import config_list, make_run_dir, save_config
 from robotrl.video import write_mp4
 
 
 def _stiffness(cfg: DictConfig) -> list[float] | None:
     k = cfg.controller.get("stiffness")
-    return None if k is None else list(OmegaConf.to_object(k))
+    return None if k is None else config_list(k)
 
 
 def run_experts(cfg: DictConfig) -> dict[str, Any]:
@@ -45,17 +46,12 @@ def run_experts(cfg: DictConfig) -> dict[str, Any]:
         summary["wall_s"] = round(time.perf_counter() - t0, 2)
         videos = []
         for v in range(cfg.videos):
-            frames = []
-            evaluate(
-                env,
-                expert,
-                1,
-                seed=cfg.seed + v,
-                progress=False,
-                on_step=lambda e, frames=frames: frames.append(
-                    e.render_camera("front", video=True)
-                ),
-            )
+            frames: list[np.ndarray] = []
+
+            def grab(e: Any, frames: list[np.ndarray] = frames) -> None:
+                frames.append(e.render_camera("front", video=True))
+
+            evaluate(env, expert, 1, seed=cfg.seed + v, progress=False, on_step=grab)
             videos.append(
                 str(write_mp4(frames, run_dir / f"{task}_expert_{v}.mp4", env.control_hz))
             )

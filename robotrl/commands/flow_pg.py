@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from gymnasium.vector import AutoresetMode
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 import sim
 from policies.checkpoint import load_policy, save_module, save_policy
@@ -19,7 +19,7 @@ from robotrl.chunk_runner import ChunkRunner
 from robotrl.evaluation import evaluate_vector
 from robotrl.metrics import MetricsLogger, final_evaluation, worse_than_base
 from robotrl.policy_env import record_videos, run_env_kwargs
-from robotrl.run import make_run_dir, save_config
+from robotrl.run import config_dict, make_run_dir, save_config
 
 FLOW_ALGOS = ALGOS
 
@@ -51,7 +51,7 @@ def run_flow_pg(cfg: DictConfig) -> dict[str, Any]:
     task = cfg.task or meta.get("task")
     if not task:
         raise ValueError("the checkpoint names no task: give task=...")
-    fcfg = FlowPGConfig(algo=cfg.algo, **OmegaConf.to_object(cfg.flow_pg))
+    fcfg = FlowPGConfig(algo=cfg.algo, **config_dict(cfg.flow_pg))
     te = int(fcfg.execute_horizon or meta.get("execute_horizon", policy.action_horizon // 2))
     train = FlowTrainConfig(
         total_steps=cfg.total_steps,

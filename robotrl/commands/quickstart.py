@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from robotrl.commands.collect import run_collect
 from robotrl.commands.eval import run_eval
@@ -31,7 +31,7 @@ from robotrl.commands.train_rl import run_train_rl
 from robotrl.config_help import compose
 from robotrl.datasets.action_bias import copy_with_action_bias
 from robotrl.evaluation import wilson_interval
-from robotrl.run import make_run_dir, save_config
+from robotrl.run import config_dict, make_run_dir, save_config
 
 
 def _overrides(values: dict[str, Any]) -> list[str]:
@@ -156,7 +156,7 @@ def run_residual_recipe(cfg: DictConfig) -> dict[str, Any]:
             "target_success": cfg.target_success,
             "videos": cfg.videos,
             "seed": cfg.seed,
-            **{f"residual.{k}": v for k, v in OmegaConf.to_object(cfg.residual).items()},
+            **{f"residual.{k}": v for k, v in config_dict(cfg.residual).items()},
         },
     )
     n = cfg.eval_episodes

@@ -86,10 +86,9 @@ def run_train_bc(cfg: DictConfig) -> dict[str, Any]:
 
     run_dir = make_run_dir(cfg.output_dir, cfg.name)
     save_config(cfg, run_dir)
-    train_mask, val_mask = split_episodes(store.num_episodes, cfg.val_ratio, seed=cfg.seed)
-    train_mask, val_mask = train_mask & intact, val_mask & intact
-    if not val_mask.any():
-        val_mask = None
+    train_mask, val_split = split_episodes(store.num_episodes, cfg.val_ratio, seed=cfg.seed)
+    train_mask, val_split = train_mask & intact, val_split & intact
+    val_mask = val_split if val_split.any() else None
     stats = compute_stats(
         store, [k for k in obs_keys if k.startswith("state/")] + aux_keys + ["action"], train_mask
     )

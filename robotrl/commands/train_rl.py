@@ -10,6 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 
 import sim
 from hardware.devices import make_device
+from policies.base import Policy
 from policies.checkpoint import load_policy
 from policies.registry import has_noise_scale, set_noise_scale
 from robotrl.algos.hil import DeviceIntervener, ScriptedHuman
@@ -208,7 +209,8 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
     rcfg, warmup_noise = _learner_config(cfg)
     if cfg.role == "split":
         return split(cfg)
-    base, meta = load_policy(cfg.checkpoint)
+    policy, meta = load_policy(cfg.checkpoint)
+    base: Policy | ZeroPolicy = policy
     if cfg.algo == "rlpd":  # from scratch: the checkpoint lends only its observation keys
         base = ZeroPolicy(base)
     noise_scale = cfg.get("base_noise_scale")
@@ -256,7 +258,7 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
         demo_buffer(
             demos_store, base, featurizer, rcfg, episodes=np.flatnonzero(intact), seed=cfg.seed
         )
-        if demos_store is not None and cfg.role != "actor"
+        if demos_store is not None and intact is not None and cfg.role != "actor"
         else None
     )
     train = TrainConfig(

@@ -13,9 +13,9 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from robotrl.algos.residual import (
+    Featurizer,
     ResidualAgent,
     ResidualConfig,
-    StateFeaturizer,
     load_agent,
     save_agent,
 )
@@ -55,7 +55,7 @@ def stop_on_signals() -> tuple[threading.Event, Any]:
 def learn(
     cfg: DictConfig,
     base: Any,
-    featurizer: StateFeaturizer,
+    featurizer: Featurizer,
     rcfg: ResidualConfig,
     train: TrainConfig,
     demos: Any,
@@ -115,7 +115,7 @@ def act(
     cfg: DictConfig,
     base: Any,
     make_env: Any,
-    featurizer: StateFeaturizer,
+    featurizer: Featurizer,
     rcfg: ResidualConfig,
     train: TrainConfig,
     human: Any,

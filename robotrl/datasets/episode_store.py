@@ -83,6 +83,7 @@ from robotrl.datasets.store_layout import (
     EpisodeStoreError,
     create_array,
     read_root_attrs,
+    read_rows,
     to_disk_name,
     to_key,
 )
@@ -119,8 +120,8 @@ class EpisodeStore:
         self._zstore = DurableLocalStore(path, read_only=(mode == "r"))
         try:
             self._root = zarr.open_group(store=self._zstore, mode="r" if mode == "r" else "r+")
-            self._data = self._root["data"]
-            self._meta = self._root["meta"]
+            self._data = _group(self._root, "data")
+            self._meta = _group(self._root, "meta")
         except Exception as e:
             raise EpisodeStoreError(f"{path}: cannot open zarr groups data/ and meta/: {e}") from e
         self._arrays: dict[str, zarr.Array] = {}
@@ -267,7 +268,7 @@ class EpisodeStore:
     @property
     def episode_ends(self) -> np.ndarray:
         """(N,) int64 cumulative exclusive episode ends."""
-        return self._meta_array("episode_ends")[: self.num_episodes]
+        return read_rows(self._meta_array("episode_ends"), slice(self.num_episodes))
 
     @property
     def episode_lengths(self) -> np.ndarray:
@@ -295,15 +296,15 @@ class EpisodeStore:
         arr = self.array(key)
         t = self.num_steps
         if isinstance(index, slice):
-            return arr[slice(*index.indices(t))]
+            return read_rows(arr, slice(*index.indices(t)))
         idx = np.asarray(index)
         if idx.size and (idx.min() < -t or idx.max() >= t):
             raise IndexError(f"index out of range for {t} committed steps")
-        return arr.get_orthogonal_selection(np.where(idx < 0, idx + t, idx))
+        return np.asarray(arr.get_orthogonal_selection(np.where(idx < 0, idx + t, idx)))
 
     def meta(self, field: str) -> np.ndarray:
         """(N, ...) per-episode metadata ``field`` (``success``, ``final_obs.<key>``, ...)."""
-        return self._meta_array(to_disk_name(field))[: self.num_episodes]
+        return read_rows(self._meta_array(to_disk_name(field)), slice(self.num_episodes))
 
     def episode(self, i: int, keys: list[str] | None = None) -> dict[str, Any]:
         """Episode ``i``: ``{key: (L, ...) array}`` for data keys, plus metadata fields,
@@ -351,8 +352,8 @@ class EpisodeStore:
         wanted = [i % n for i in wanted]
         ends = self.episode_ends
         data = {k: self.get(k) for k in (keys or self.keys)}
-        meta = {field: self._meta_array(field)[:n] for field in META_FIELDS}
-        finals = {k: arr[:n] for k, arr in self._final_arrays().items()}
+        meta = {field: read_rows(self._meta_array(field), slice(n)) for field in META_FIELDS}
+        finals = {k: read_rows(arr, slice(n)) for k, arr in self._final_arrays().items()}
         for i in wanted:
             sl = slice(int(ends[i - 1]) if i > 0 else 0, int(ends[i]))
             yield self._episode_dict(
@@ -562,6 +563,13 @@ def require_array(
     return store._array(group, name)
 
 
+def _group(root: zarr.Group, name: str) -> zarr.Group:
+    node = root[name]
+    if not isinstance(node, zarr.Group):
+        raise TypeError(f"{name}/ is an array, not a group")
+    return node
+
+
 def _meta_dtype(field: str) -> Any:
     """The numpy dtype a metadata field is stored in (str fields as Python str)."""
     if field == "episode_ends":
@@ -736,7 +744,7 @@ def _check_layout(store: EpisodeStore, errors: list[str], warnings: list[str]) -
     if ends.shape[0] < n:
         errors.append(f"meta/episode_ends has {ends.shape[0]} entries, commit says {n}")
     else:
-        e = ends[:n]
+        e = read_rows(ends, slice(n))
         if n and (np.any(np.diff(e) <= 0) or e[0] <= 0):
             errors.append("meta/episode_ends is not strictly increasing from > 0")
         if (int(e[-1]) if n else 0) != t:

@@ -36,7 +36,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from robotrl.datasets.store_layout import FINAL_PREFIX, META_FIELDS, EpisodeStoreError
+from robotrl.datasets.store_layout import (
+    FINAL_PREFIX,
+    META_FIELDS,
+    EpisodeStoreError,
+    read_rows,
+)
 
 if TYPE_CHECKING:
     from robotrl.datasets.episode_store import EpisodeStore
@@ -209,7 +214,7 @@ def content_damage(
     items = ChecksumItems.from_attrs(store.attrs)
     n = store.num_episodes
     ends = store.episode_ends.astype(np.int64) if n else np.zeros(0, np.int64)
-    sums = store._meta_array(CHECKSUMS)[:n] if items is not None and n else None
+    sums = read_rows(store._meta_array(CHECKSUMS), slice(n)) if items is not None and n else None
     wanted = None if keys is None else {k.replace("/", ".") for k in keys}
     found: list[Damage] = []
     for group, name, rows in _store_arrays(store):
@@ -323,7 +328,9 @@ def _chain_damage(store: EpisodeStore) -> list[Damage]:
     n = store.num_episodes
     expected = store.attrs["commit"].get("chain", "")
     try:
-        rows = store._meta_array(CHECKSUMS)[:n] if n else np.zeros((0, 0), np.uint64)
+        rows = (
+            read_rows(store._meta_array(CHECKSUMS), slice(n)) if n else np.zeros((0, 0), np.uint64)
+        )
     except Exception as e:
         return [Damage(f"meta/{CHECKSUMS}", f"cannot be decoded ({_one_line(e)})")]
     if chain_of(rows) != expected:

@@ -164,16 +164,20 @@ def _import_plan(info: dict[str, Any]) -> tuple[list[_Column], dict[str, Any]]:
             or block.get("schema_version") not in READABLE_SCHEMA_VERSIONS
         ):
             raise LeRobotFormatError("info.json robotrl block is not a schema this code reads")
-        cols = [
-            _Column(
-                name,
-                *block["columns"][name],
-                tuple(spec["shape"]),
-                np.dtype(spec["dtype"]),
-                bool(spec.get("obs")),
+        cols: list[_Column] = []
+        for name, spec in block["keys"].items():
+            feature, start, stop = block["columns"][name]
+            cols.append(
+                _Column(
+                    name,
+                    feature,
+                    start,
+                    stop,
+                    tuple(spec["shape"]),
+                    np.dtype(spec["dtype"]),
+                    bool(spec.get("obs")),
+                )
             )
-            for name, spec in block["keys"].items()
-        ]
         attrs = dict(block["store_attrs"])
         kw = {k: attrs.pop(k) for k in ("fps", "robot", "action_space", "created_by")}
         for k in ("format", "schema_version", "created_at"):

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from robotrl.datasets.episode_store import EpisodeStore
 
@@ -72,15 +73,16 @@ class ReplayBuffer:
 
     def add(
         self,
-        obs: Mapping[str, np.ndarray],
+        obs: Mapping[str, ArrayLike],
         action: np.ndarray,
         reward: float,
-        next_obs: Mapping[str, np.ndarray],
+        next_obs: Mapping[str, ArrayLike],
         terminated: bool,
         truncated: bool,
         env_id: int = 0,
     ) -> None:
-        """Store one transition of env ``env_id`` (copies the arrays)."""
+        """Store one transition of env ``env_id`` (copies the arrays; an entry of one
+        element may be a scalar)."""
         i = self._count % self.capacity
         for k in self.obs_spec:
             self.obs[k][i] = obs[k]
@@ -155,10 +157,10 @@ class ReplayBuffer:
         for head in slots[~has_pred[slots]]:
             chain = [int(head)]
             while True:
-                s, ok = self._successor(np.array([chain[-1]]))
+                succ, ok = self._successor(np.array([chain[-1]]))
                 if not ok[0]:
                     break
-                chain.append(int(s[0]))
+                chain.append(int(succ[0]))
             last = chain[-1]
             with store.begin_episode(task=task, operator=operator) as w:
                 for t, s in enumerate(chain):

@@ -208,7 +208,7 @@ def read_bag(bag: str | os.PathLike[str], topics: BagTopics) -> dict[str, list[t
                         f"{conn.topic} carries {conn.msgtype}, expected {expected}"
                     )
             for conn, t_ns, raw in reader.messages(connections=conns):
-                msg = reader.deserialize(raw, conn.msgtype)
+                msg: Any = reader.deserialize(raw, conn.msgtype)  # typed object: fields vary
                 if conn.topic in conv:
                     value: Any = conv[conn.topic][1](msg)
                 elif conn.topic == topics.action:

@@ -16,7 +16,7 @@ read from zarr.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -50,7 +50,8 @@ def window_indices(
         raise ValueError(f"episode_mask shape {mask.shape} != episode_ends shape {ends.shape}")
     lengths = (ends - starts)[mask]
     anchors = np.concatenate(
-        [np.arange(s, e) for s, e in zip(starts[mask], ends[mask], strict=True)] or [[]]
+        [np.arange(s, e) for s, e in zip(starts[mask], ends[mask], strict=True)]
+        or [np.zeros(0, np.int64)]
     ).astype(np.int64)
     lo = np.repeat(starts[mask], lengths)[:, None]
     hi = np.repeat(ends[mask], lengths)[:, None] - 1
@@ -213,8 +214,8 @@ class SequenceDataset(Dataset):
     def __getitem__(self, index: int | Sequence[int]) -> dict[str, Any]:
         """One sample (``index`` an int) or a batch (a sequence of ints)."""
         if not np.isscalar(index):
-            return self.__getitems__(index)  # type: ignore[arg-type]
-        batch = self.__getitems__([int(index)])
+            return self.__getitems__(cast(Sequence[int], index))
+        batch = self.__getitems__([int(cast(int, index))])  # isscalar's guard loses the int
         return {
             "obs": {k: v[0] for k, v in batch["obs"].items()},
             "action": batch["action"][0],

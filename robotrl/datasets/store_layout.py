@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import zarr
 from zarr.codecs import BloscCodec
+from zarr.core.array_spec import ArrayConfigParams
 
 FORMAT = "robotrl.episode_store"
 SCHEMA_VERSION = 2  # 2: per-episode checksums (meta/checksums); 1 is still read
@@ -47,7 +48,7 @@ META_CHUNK_ROWS = 4096
 # Lossless zstd-3 for images: the measured choice is in robotrl/datasets/episode_store.py.
 IMAGE_CODEC = BloscCodec(cname="zstd", clevel=3, shuffle="noshuffle")
 ARRAY_CODEC = BloscCodec(cname="zstd", clevel=3, shuffle="shuffle")
-WRITE_ALL_CHUNKS = {"write_empty_chunks": True}
+WRITE_ALL_CHUNKS: ArrayConfigParams = {"write_empty_chunks": True}
 CHUNK_KEYS = {"name": "default", "configuration": {"separator": "."}}  # flat dir per array
 
 # Per-episode metadata fields: name -> numpy dtype (str fields are variable-length UTF-8).
@@ -112,6 +113,11 @@ def read_root_attrs(root: Path) -> dict[str, Any]:
     if not isinstance(commit, dict) or not {"num_episodes", "num_steps"} <= commit.keys():
         raise EpisodeStoreError(f"{root}: the commit record is missing or malformed: {commit!r}")
     return attrs
+
+
+def read_rows(arr: zarr.Array, rows: slice = slice(None)) -> np.ndarray:
+    """``arr[rows]``: zarr returns a numpy array for a slice (its type says any array-like)."""
+    return np.asarray(arr[rows])
 
 
 def create_array(

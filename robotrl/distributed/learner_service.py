@@ -320,7 +320,8 @@ def serve_learner(
     import ray
 
     stop = stop or threading.Event()
-    remote = ray.remote(LearnerService).options(
+    # Any: Ray types an actor handle's methods as plain callables, without their .remote
+    remote: Any = ray.remote(LearnerService).options(
         name=name,
         namespace=NAMESPACE,
         max_restarts=-1,

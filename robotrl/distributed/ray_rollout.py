@@ -18,7 +18,7 @@ import ``robotrl`` and ``sim`` and build the env from the pickled factory.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -26,6 +26,9 @@ from gymnasium.vector import AutoresetMode
 
 from robotrl.distributed.cluster import connect
 from sim.vector_env import EnvSlice, SlicedVectorEnv
+
+if TYPE_CHECKING:
+    from ray import ObjectRef
 
 
 class RaySlice:
@@ -35,7 +38,8 @@ class RaySlice:
     def __init__(self, env_fn: Callable[[], gym.Env], num_envs: int, index: int, cpus: float):
         import ray
 
-        self._ray, self.index, self._ref = ray, index, None
+        self._ray, self.index = ray, index
+        self._ref: ObjectRef[Any] | None = None  # the submitted command's result
         remote: Any = ray.remote(num_cpus=cpus, runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}})(
             EnvSlice
         )
@@ -46,6 +50,8 @@ class RaySlice:
 
     def result(self) -> Any:
         ref, self._ref = self._ref, None
+        if ref is None:
+            raise RuntimeError(f"vector env worker {self.index}: result() without a submit()")
         try:
             return self._ray.get(ref)
         except self._ray.exceptions.RayActorError as exc:

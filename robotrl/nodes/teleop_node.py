@@ -177,7 +177,8 @@ class TeleopNode:
             self.device.observe(latest[0])
         if self.cfg.auto_reset and not self.cfg.publish_episodes:
             if self._step < 0 or self._robot_ended.is_set():
-                return self._next_robot_episode()
+                self._next_robot_episode()
+                return None  # the next tick acts on the post-reset state
         if self.cfg.publish_episodes and self._step < 0:
             self._reset.publish(self._m.Float64MultiArray(data=[float(self._seed)]))
             self.device.reset()

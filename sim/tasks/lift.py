@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import mujoco
@@ -86,7 +87,7 @@ class LiftExpert(ScriptedExpert):
         self._wait = 0
 
     def grasp(
-        self, obs: dict[str, np.ndarray], cube: np.ndarray, rot: np.ndarray
+        self, obs: Mapping[str, np.ndarray], cube: np.ndarray, rot: np.ndarray
     ) -> np.ndarray | None:
         """Phases 0-2 (hover above ``cube`` (3,) [m], descend, close, TCP orientation ``rot``):
         their action, or None once the fingers have closed (phase 3: the caller moves on)."""
@@ -107,7 +108,7 @@ class LiftExpert(ScriptedExpert):
             return self.move(obs, cube, rot, 1.0)
         return None
 
-    def __call__(self, obs: dict[str, np.ndarray]) -> np.ndarray:
+    def __call__(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
         cube = obs["state/cube_pos"].astype(float)
         rot = yaw_down(grasp_yaw(obs["state/cube_quat"]))
         action = self.grasp(obs, cube, rot)

@@ -7,6 +7,7 @@ descent jams the peg against the block, which is where compliance and force limi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import mujoco
@@ -140,7 +141,7 @@ class PegInsertExpert(ScriptedExpert):
     SETTLED = 0.01  # TCP speed below which the descent may start [m/s]
     DESCENT_SPEED = 0.25  # fraction of the full action while descending
 
-    def __call__(self, obs: dict[str, np.ndarray]) -> np.ndarray:
+    def __call__(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
         hole = obs["state/hole_pos"].astype(float)
         peg = obs["state/peg_pos"].astype(float)
         ee = obs["state/ee_pos"].astype(float)

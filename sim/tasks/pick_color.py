@@ -4,6 +4,7 @@ without the instruction a policy can do no better than a coin flip."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import mujoco
@@ -84,7 +85,7 @@ class PickColorTask(InstructedTask):
 class PickColorExpert(LiftExpert):
     """The lift expert aimed at the cube the observation's instruction names."""
 
-    def __call__(self, obs: dict[str, np.ndarray]) -> np.ndarray:
+    def __call__(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
         c = target_color(str(obs[LANGUAGE_KEY]))
         cube = {"state/cube_pos": obs[f"state/{c}_pos"], "state/cube_quat": obs[f"state/{c}_quat"]}
         return super().__call__({**obs, **cube})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import mujoco
@@ -52,5 +53,5 @@ class ReachTask(Task):
 class ReachExpert(ScriptedExpert):
     """Straight line to the goal, TCP kept pointing down."""
 
-    def __call__(self, obs: dict[str, np.ndarray]) -> np.ndarray:
+    def __call__(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
         return self.move(obs, obs["state/goal_pos"].astype(float), yaw_down(0.0), -1.0)

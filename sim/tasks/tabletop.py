@@ -19,6 +19,7 @@ is a visual disc (no collision).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import mujoco
@@ -200,7 +201,7 @@ class TabletopExpert(LiftExpert):
 
     CARRY = 0.08  # [m] TCP height above the table while carrying to the pad
 
-    def __call__(self, obs: dict[str, np.ndarray]) -> np.ndarray:
+    def __call__(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
         verb, color = instruction_family(str(obs[LANGUAGE_KEY])).split("/")
         cube = obs[f"state/{color}_pos"].astype(float)
         rot = yaw_down(grasp_yaw(obs[f"state/{color}_quat"]))
