@@ -275,7 +275,7 @@ def test_eval_over_dds_matches_in_process(tmp_path, checkpoint) -> None:
             assert over_dds[key] == in_proc[key], key
     finally:
         robot.terminate()
-        out, _ = robot.communicate(timeout=30)
+        out, _ = robot.communicate(timeout=120)  # loaded machines take over 30 s
     stats = _json(out)
     # 4 expert + 3 checkpoint episodes: one reset and one step per env step, nothing else
     assert stats["resets"] >= 7
@@ -323,7 +323,7 @@ def test_train_rl_runs_on_the_robot_env(tmp_path, checkpoint) -> None:
         )
     finally:
         robot.terminate()
-        robot.communicate(timeout=30)
+        robot.communicate(timeout=120)  # loaded machines take over 30 s
     in_proc = run_train_rl(compose("train_rl", common))
     print("train-rl over DDS:", over_dds, "in process:", in_proc)
     assert over_dds["env_steps"] == in_proc["env_steps"] == 200
