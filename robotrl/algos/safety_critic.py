@@ -26,7 +26,7 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -209,7 +209,7 @@ class SafetyCritic:
         """Write :meth:`weights` to ``path`` (``.npz``, no pickle); returns the path."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        np.savez(path, allow_pickle=False, **self.weights())
+        np.savez(path, **cast(dict[str, Any], self.weights()))  # no object arrays: no pickle
         return path
 
     @classmethod
