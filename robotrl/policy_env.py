@@ -11,7 +11,7 @@ import numpy as np
 
 import sim
 from robotrl.chunk_runner import ChunkRunner, as_episode_policy
-from robotrl.evaluation import EvalResult, evaluate, evaluate_vector
+from robotrl.evaluation import EpisodePolicy, EvalResult, evaluate, evaluate_vector
 from robotrl.video import write_mp4
 
 
@@ -144,6 +144,23 @@ def rollout_policy(
         env.close()
 
 
+def filmed_episode(
+    env: Any, policy: EpisodePolicy, seed: int
+) -> tuple[list[np.ndarray], EvalResult]:
+    """One episode of ``policy`` on ``env`` from ``seed``, with the front camera's video frame
+    after every step: (frames, the episode's result)."""
+    frames: list[np.ndarray] = []
+    res = evaluate(
+        env,
+        policy,
+        1,
+        seed=seed,
+        progress=False,
+        on_step=lambda e: frames.append(e.render_camera("front", video=True)),
+    )
+    return frames, res
+
+
 def record_videos(
     policy: Any,
     task: str,
@@ -166,19 +183,7 @@ def record_videos(
     paths = []
     try:
         for i in range(count):
-            frames: list[Any] = []
-
-            def grab(e: Any, frames: list[Any] = frames) -> None:
-                frames.append(e.render_camera("front", video=True))
-
-            res = evaluate(
-                env,
-                as_episode_policy(policy, execute_horizon),
-                1,
-                seed=seed + i,
-                progress=False,
-                on_step=grab,
-            )
+            frames, res = filmed_episode(env, as_episode_policy(policy, execute_horizon), seed + i)
             tag = "success" if res.successes[0] else "failure"
             path = write_mp4(frames, out_dir / f"{prefix}_{i}_{tag}.mp4", env.control_hz)
             paths.append(str(path))

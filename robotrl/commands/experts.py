@@ -9,19 +9,19 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import numpy as np
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
 import sim
 from robotrl.evaluation import evaluate
+from robotrl.policy_env import filmed_episode
 from robotrl.run import config_list, make_run_dir, save_config
 from robotrl.video import write_mp4
 
 
 def _stiffness(cfg: DictConfig) -> list[float] | None:
     k = cfg.controller.get("stiffness")
-    return None if k is None else config_list(k)
+    return config_list(k) if k else None  # null or []: the controller's default
 
 
 def run_experts(cfg: DictConfig) -> dict[str, Any]:
@@ -34,9 +34,7 @@ def run_experts(cfg: DictConfig) -> dict[str, Any]:
         env = sim.make(
             task,
             controller=cfg.controller.name,
-            stiffness=OmegaConf.to_object(cfg.controller.stiffness)
-            if cfg.controller.stiffness
-            else None,
+            stiffness=_stiffness(cfg),
             image_size=tuple(cfg.image_size),
         )
         expert = sim.make_expert(task, env, noise=cfg.expert_noise, seed=cfg.seed)
@@ -46,12 +44,7 @@ def run_experts(cfg: DictConfig) -> dict[str, Any]:
         summary["wall_s"] = round(time.perf_counter() - t0, 2)
         videos = []
         for v in range(cfg.videos):
-            frames: list[np.ndarray] = []
-
-            def grab(e: Any, frames: list[np.ndarray] = frames) -> None:
-                frames.append(e.render_camera("front", video=True))
-
-            evaluate(env, expert, 1, seed=cfg.seed + v, progress=False, on_step=grab)
+            frames, _ = filmed_episode(env, expert, cfg.seed + v)
             videos.append(
                 str(write_mp4(frames, run_dir / f"{task}_expert_{v}.mp4", env.control_hz))
             )

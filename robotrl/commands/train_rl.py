@@ -209,8 +209,8 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
     rcfg, warmup_noise = _learner_config(cfg)
     if cfg.role == "split":
         return split(cfg)
-    policy, meta = load_policy(cfg.checkpoint)
-    base: Policy | ZeroPolicy = policy
+    base: Policy | ZeroPolicy
+    base, meta = load_policy(cfg.checkpoint)
     if cfg.algo == "rlpd":  # from scratch: the checkpoint lends only its observation keys
         base = ZeroPolicy(base)
     noise_scale = cfg.get("base_noise_scale")
