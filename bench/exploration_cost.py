@@ -7,10 +7,12 @@ Runs the base (from its sampler's mean noise with ``noise_scale=0``, as ``robotr
 runs a residual's base) with independent truncated Gaussian noise of each std [action units,
 cut at 2 std, as the residual's ``explore_std``] added to every action, on the same episodes
 (seeds ``seed + i``). Also with the noise on the translation (0-2) and rotation (3-5)
-dimensions alone at the largest std. The residual learns from episodes run with that noise,
-and its TD targets read the next action with ``target_noise``: where a std halves the base's
-success, most of what the critics see is a weaker policy's data. Pick ``residual.explore_std``
-and ``residual.target_noise`` from the largest std the base tolerates.
+dimensions alone at the largest std. The residual learns from episodes run with that noise
+(``ResidualConfig.explore_std``, 0.05) and its TD targets read the next action with
+``ResidualConfig.target_noise``: where a std halves the base's success, most of what the
+critics see is a weaker policy's data, and where the default leaves the base almost no success
+(peg_insert from few demos), expect the residual alone not to learn (docs/rl_methods.md, "What
+exploration costs the base").
 """
 
 from __future__ import annotations
