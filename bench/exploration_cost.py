@@ -23,13 +23,10 @@ from typing import Any
 
 import numpy as np
 import torch
-from steerability import succeeds  # bench/: run as python bench/exploration_cost.py
+from steerability import base_and_env, succeeds  # bench/: run as python bench/exploration_cost.py
 
-import sim
-from policies.checkpoint import load_policy
 from policies.registry import has_noise_scale, set_noise_scale
 from robotrl.benchmarks.arguments import key_values
-from robotrl.policy_env import env_kwargs
 
 
 class Explored:
@@ -73,13 +70,9 @@ def main(argv: list[str]) -> dict[str, Any]:
         __doc__,
         required="checkpoint",
     )
-    torch.set_num_threads(1)
-    base, meta = load_policy(args["checkpoint"])
-    base.eval()
+    base, _, te, env = base_and_env(args["checkpoint"])
     if has_noise_scale(base):  # a flow / diffusion / VLA sampler; other policies act as they are
         set_noise_scale(base, float(args["noise_scale"]))
-    te = int(meta.get("execute_horizon", base.action_horizon // 2))
-    env = sim.make(meta["task"], **env_kwargs(meta))
     stds = [float(s) for s in args["stds"].split(",")]
     if any(not np.isfinite(s) or s < 0 for s in stds):
         raise SystemExit(f"stds must be finite and >= 0, got {args['stds']}")

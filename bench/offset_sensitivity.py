@@ -17,12 +17,9 @@ from typing import Any
 
 import numpy as np
 import torch
-from steerability import succeeds  # bench/: run as python bench/offset_sensitivity.py
+from steerability import base_and_env, succeeds  # bench/: run as python bench/offset_sensitivity.py
 
-import sim
-from policies.checkpoint import load_policy
 from robotrl.benchmarks.arguments import key_values
-from robotrl.policy_env import env_kwargs
 
 DEFAULT_OFFSET = "0,-0.035,-0.033,-0.055,0.032,0.064,-0.004"
 
@@ -57,11 +54,7 @@ def main(argv: list[str]) -> dict[str, Any]:
         __doc__,
         required="checkpoint",
     )
-    torch.set_num_threads(1)
-    base, meta = load_policy(args["checkpoint"])
-    base.eval()
-    te = int(meta.get("execute_horizon", base.action_horizon // 2))
-    env = sim.make(meta["task"], **env_kwargs(meta))
+    base, _, te, env = base_and_env(args["checkpoint"])
     offset = np.array([float(x) for x in args["offset"].split(",")], np.float32)
     if offset.shape != (base.action_dim,):
         raise SystemExit(f"offset needs {base.action_dim} values, got {offset.size}")

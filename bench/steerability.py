@@ -42,6 +42,16 @@ class FixedNoise:
         return self.base.predict_chunk(obs, noise=self.noise.expand(b, -1, -1))
 
 
+def base_and_env(checkpoint: str) -> tuple[Any, dict[str, Any], int, Any]:
+    """The bench scripts' base in eval mode on one torch thread, its checkpoint meta, its
+    execute horizon Te and a sim env of its task: ``(base, meta, te, env)``."""
+    torch.set_num_threads(1)
+    base, meta = load_policy(checkpoint)
+    base.eval()
+    te = int(meta.get("execute_horizon", base.action_horizon // 2))
+    return base, meta, te, sim.make(meta["task"], **env_kwargs(meta))
+
+
 def succeeds(env: Any, policy: Any, seed: int, te: int) -> bool:
     runner = SingleEnvPolicy(policy, te)
     obs, _ = env.reset(seed=seed)
@@ -61,11 +71,7 @@ def main(argv: list[str]) -> dict[str, Any]:
         __doc__,
         required="checkpoint",
     )
-    torch.set_num_threads(1)
-    base, meta = load_policy(args["checkpoint"])
-    base.eval()
-    te = int(meta.get("execute_horizon", base.action_horizon // 2))
-    env = sim.make(meta["task"], **env_kwargs(meta))
+    base, meta, te, env = base_and_env(args["checkpoint"])
     shape = (1, base.action_horizon, base.action_dim)
     gen = torch.Generator().manual_seed(0)
     failed, rescued, per_state = 0, 0, []
