@@ -22,10 +22,7 @@ Only ``command: equilibrium_pose`` (a Cartesian impedance controller robot-side)
 
 from __future__ import annotations
 
-import json
 import logging
-import signal
-import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -36,10 +33,11 @@ import numpy as np
 
 from hardware.ros2 import messages as m
 from hardware.ros2.config import BridgeConfig, ConfigError
+from hardware.ros2.node_process import run_node_process
 from hardware.ros2.observation import StateCache
 from hardware.ros2.pose_commander import PoseCommander, ReflexFeatures, StateWatchdog
 from hardware.ros2.robot_env import LOCKSTEP_TIMEOUT_S
-from hardware.ros2.transport import SENSOR_QOS, Transport, make_transport
+from hardware.ros2.transport import SENSOR_QOS, Transport
 
 log = logging.getLogger(__name__)
 
@@ -252,22 +250,7 @@ class BridgeNode:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console script ``robotrl-bridge`` (ROS 2 style arguments: ``--ros-args -p key:=v``)."""
-
-    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
-    cfg, name = BridgeConfig.from_args(sys.argv[1:] if argv is None else argv)
-    domain = None if cfg.domain_id < 0 else cfg.domain_id
-    with make_transport(domain_id=domain, node_name=name) as transport:
-        node = BridgeNode(cfg, transport)
-        signal.signal(signal.SIGTERM, lambda *_: node.stop())
-        try:
-            stats = node.run()
-        except KeyboardInterrupt:
-            stats = node.stats
-            stats.stopped_by = "interrupt"
-        node.close()
-    out: dict[str, Any] = {"node": name, **stats.__dict__}
-    print(json.dumps(out), flush=True)
-    return 0
+    return run_node_process(BridgeConfig, BridgeNode, argv)
 
 
 if __name__ == "__main__":

@@ -16,10 +16,7 @@ episode lengths, watchdog holds and inference time.
 
 from __future__ import annotations
 
-import json
 import logging
-import signal
-import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -30,8 +27,9 @@ import numpy as np
 import torch
 
 from hardware.ros2.config import PolicyNodeConfig
+from hardware.ros2.node_process import run_node_process
 from hardware.ros2.robot_env import LANGUAGE_KEY, RosRobotEnv
-from hardware.ros2.transport import Transport, make_transport
+from hardware.ros2.transport import Transport
 from policies.checkpoint import load_policy
 from robotrl.chunk_runner import SingleEnvPolicy
 from robotrl.evaluation import wilson_interval
@@ -162,21 +160,7 @@ class PolicyNode:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console script ``robotrl-policy-node`` (ROS 2 style arguments: ``--ros-args -p k:=v``)."""
-
-    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
-    cfg, name = PolicyNodeConfig.from_args(sys.argv[1:] if argv is None else argv)
-    domain = None if cfg.domain_id < 0 else cfg.domain_id
-    with make_transport(domain_id=domain, node_name=name) as transport:
-        node = PolicyNode(cfg, transport)
-        signal.signal(signal.SIGTERM, lambda *_: node.stop())
-        try:
-            stats = node.run()
-        except KeyboardInterrupt:
-            stats = node.stats
-            stats.stopped_by = "interrupt"
-        node.close()
-    print(json.dumps({"node": name, **stats.summary()}), flush=True)
-    return 0
+    return run_node_process(PolicyNodeConfig, PolicyNode, argv, summary=PolicyRunStats.summary)
 
 
 if __name__ == "__main__":

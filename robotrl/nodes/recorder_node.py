@@ -23,11 +23,8 @@ An episode is committed (fsynced, atomically published by the store) when a step
 
 from __future__ import annotations
 
-import json
 import logging
 import queue
-import signal
-import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -37,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from hardware.ros2.config import RecorderConfig
+from hardware.ros2.node_process import run_node_process
 from hardware.ros2.observation import StateCache, deep_reader_qos
 from hardware.ros2.topics import EPISODE_FIELDS, parse_action_tag
 from robotrl.collection import ACTION_SPACE, open_or_create_store
@@ -253,21 +251,7 @@ class RecorderNode:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console script ``robotrl-recorder-node`` (ROS 2 style arguments)."""
-    from hardware.ros2.transport import make_transport  # lazy: cyclonedds (the 'ros2' extra)
-
-    cfg, name = RecorderConfig.from_args(sys.argv[1:] if argv is None else argv)
-    domain = None if cfg.domain_id < 0 else cfg.domain_id
-    with make_transport(domain_id=domain, node_name=name) as transport:
-        node = RecorderNode(cfg, transport)
-        signal.signal(signal.SIGTERM, lambda *_: node.stop())
-        try:
-            stats = node.run()
-        except KeyboardInterrupt:
-            stats = node.stats
-        finally:
-            node.close()
-    print(json.dumps({"node": name, "out": cfg.out, **stats.__dict__}), flush=True)
-    return 0
+    return run_node_process(RecorderConfig, RecorderNode, argv, extra=lambda cfg: {"out": cfg.out})
 
 
 if __name__ == "__main__":

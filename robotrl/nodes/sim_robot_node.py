@@ -30,11 +30,8 @@ cannot change the result; for data collection, tests and the end-to-end check).
 
 from __future__ import annotations
 
-import json
 import logging
 import queue
-import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -47,8 +44,9 @@ import sim
 from controllers.rotations import quat_to_mat
 from hardware.ros2 import messages as m
 from hardware.ros2.config import SimRobotConfig
+from hardware.ros2.node_process import run_node_process
 from hardware.ros2.observation import image_message, state_messages
-from hardware.ros2.transport import DEFAULT_QOS, LATCHED_QOS, Transport, make_transport
+from hardware.ros2.transport import DEFAULT_QOS, LATCHED_QOS, Transport
 
 log = logging.getLogger(__name__)
 
@@ -379,20 +377,7 @@ class SimRobotNode:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console script ``robotrl-sim-robot`` (ROS 2 style arguments: ``--ros-args -p key:=v``)."""
-
-    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
-    cfg, name = SimRobotConfig.from_args(sys.argv[1:] if argv is None else argv)
-    domain = None if cfg.domain_id < 0 else cfg.domain_id
-    with make_transport(domain_id=domain, node_name=name) as transport:
-        node = SimRobotNode(cfg, transport)
-        signal.signal(signal.SIGTERM, lambda *_: node.stop())
-        try:
-            stats = node.run()
-        except KeyboardInterrupt:
-            stats = node.stats
-            stats.stopped_by = "interrupt"
-    print(json.dumps({"node": name, **stats.__dict__}), flush=True)
-    return 0
+    return run_node_process(SimRobotConfig, SimRobotNode, argv)
 
 
 if __name__ == "__main__":

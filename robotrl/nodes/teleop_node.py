@@ -22,10 +22,7 @@ Two ways to tick:
 
 from __future__ import annotations
 
-import json
 import queue
-import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -36,6 +33,7 @@ import numpy as np
 
 from hardware.devices import ExpertDevice, TeleopCommand, TeleopDevice, make_device
 from hardware.ros2.config import TeleopNodeConfig
+from hardware.ros2.node_process import run_node_process
 from hardware.ros2.observation import StateCache, deep_reader_qos
 from hardware.ros2.topics import EPISODE_FIELDS, action_tag
 
@@ -130,6 +128,9 @@ class TeleopNode:
     def stop(self) -> None:
         """Ask :meth:`run` to return after the current tick."""
         self._stop.set()
+
+    def close(self) -> None:
+        """Nothing to release: the transport owns the publishers and subscriptions."""
 
     # ------------------------------------------------------------------ publishing
     def publish(self, cmd: TeleopCommand, tag: str = "", stamp_ns: int | None = None) -> None:
@@ -329,20 +330,7 @@ class TeleopNode:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console script ``robotrl-teleop-node`` (ROS 2 style arguments, see NodeConfig.from_args)."""
-    from hardware.ros2.transport import make_transport  # lazy: cyclonedds (the 'ros2' extra)
-
-    cfg, name = TeleopNodeConfig.from_args(sys.argv[1:] if argv is None else argv)
-    domain = None if cfg.domain_id < 0 else cfg.domain_id
-    with make_transport(domain_id=domain, node_name=name) as transport:
-        node = TeleopNode(cfg, transport)
-        signal.signal(signal.SIGTERM, lambda *_: node.stop())
-        try:
-            stats = node.run()
-        except KeyboardInterrupt:
-            stats = node.stats
-            stats.stopped_by = "interrupt"
-    print(json.dumps({"node": name, **stats.__dict__}), flush=True)
-    return 0
+    return run_node_process(TeleopNodeConfig, TeleopNode, argv)
 
 
 if __name__ == "__main__":
