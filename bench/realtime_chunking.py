@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 import sim
-from policies.checkpoint import load_policy
+from policies.checkpoint import execute_horizon, load_policy
 from robotrl.async_runner import AsyncChunkRunner, lookahead_for
 from robotrl.chunk_runner import ChunkRunner, SingleEnvPolicy
 from robotrl.evaluation import evaluate
@@ -84,7 +84,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     policy, meta = load_policy(args.checkpoint)
-    te = int(meta.get("execute_horizon", policy.action_horizon // 2))
+    te = execute_horizon(meta, policy.action_horizon)
     env = sim.make(meta["task"], **env_kwargs(meta))
     hz = env.control_hz
     delay = max(1, math.ceil(args.latency * hz - 1e-9))

@@ -38,13 +38,13 @@ def in_process(checkpoint: str, task: str, episodes: int, seed: int, steps: int)
     import torch
 
     import sim
-    from policies.checkpoint import load_policy
+    from policies.checkpoint import execute_horizon, load_policy
     from robotrl.chunk_runner import SingleEnvPolicy
     from robotrl.evaluation import evaluate
 
     torch.set_num_threads(1)
     policy, meta = load_policy(checkpoint)
-    te = int(meta.get("execute_horizon", policy.action_horizon // 2))
+    te = execute_horizon(meta, policy.action_horizon)
     env = sim.make(task, max_episode_steps=steps)
     per_episode = []
 

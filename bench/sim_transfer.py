@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 import sim
-from policies.checkpoint import load_policy
+from policies.checkpoint import execute_horizon, load_policy
 from robotrl.algos.residual import StateFeaturizer, load_agent
 from robotrl.algos.residual_training import evaluate_residual
 from robotrl.evaluation import wilson_interval
@@ -40,7 +40,7 @@ def main(argv: list[str]) -> dict[str, Any]:
     policy: Any
     policy, meta = load_policy(args["bc"])
     task = meta["task"]
-    te = int(meta.get("execute_horizon", policy.action_horizon // 2))
+    te = execute_horizon(meta, policy.action_horizon)
     kw = env_kwargs(meta)
     out: dict[str, Any] = {"task": task, "episodes": episodes, "seed": seed}
     out["mujoco_bc"] = _bc_row(policy, task, kw, episodes, seed, te)

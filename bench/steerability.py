@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 import sim
-from policies.checkpoint import load_policy
+from policies.checkpoint import execute_horizon, load_policy
 from robotrl.benchmarks.arguments import key_values
 from robotrl.chunk_runner import SingleEnvPolicy
 from robotrl.policy_env import env_kwargs
@@ -48,7 +48,7 @@ def base_and_env(checkpoint: str) -> tuple[Any, dict[str, Any], int, Any]:
     torch.set_num_threads(1)
     base, meta = load_policy(checkpoint)
     base.eval()
-    te = int(meta.get("execute_horizon", base.action_horizon // 2))
+    te = execute_horizon(meta, base.action_horizon)
     return base, meta, te, sim.make(meta["task"], **env_kwargs(meta))
 
 

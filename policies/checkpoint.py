@@ -116,6 +116,13 @@ def read_config(directory: str | os.PathLike[str]) -> dict[str, Any]:
     return doc
 
 
+def execute_horizon(meta: dict[str, Any], action_horizon: int, override: int | None = None) -> int:
+    """Te, the actions a policy with chunks of ``action_horizon`` runs open loop per chunk:
+    ``override`` when given, else what its checkpoint's ``meta`` records (``robotrl train-bc``
+    writes it), else half its chunk."""
+    return int(override or meta.get("execute_horizon") or action_horizon // 2)
+
+
 def load_policy(directory: str | os.PathLike[str]) -> tuple[Policy, dict[str, Any]]:
     """Rebuild and load a policy; returns ``(policy in eval mode, meta)``."""
     d = Path(directory)

@@ -8,6 +8,7 @@ import torch
 from policies.checkpoint import (
     FORMAT_VERSION,
     CheckpointError,
+    execute_horizon,
     load_policy,
     read_config,
     read_doc,
@@ -141,3 +142,10 @@ def test_every_checkpoint_kind_records_the_format(tmp_path):
     )
     with pytest.raises(CheckpointError, match="upgrade robotrl"):
         load_agent(tmp_path / "res")
+
+
+def test_execute_horizon_is_the_override_else_the_recorded_else_half_the_chunk():
+    assert execute_horizon({"execute_horizon": 4}, 16, override=2) == 2
+    assert execute_horizon({"execute_horizon": 4}, 16) == 4
+    assert execute_horizon({}, 16) == 8  # a checkpoint from before train-bc recorded it
+    assert execute_horizon({"execute_horizon": None}, 10) == 5

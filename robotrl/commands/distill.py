@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from policies.checkpoint import load_policy, save_policy
+from policies.checkpoint import execute_horizon, load_policy, save_policy
 from policies.diffusion import DiffusionPolicy
 from policies.distillation import DistillConfig, distill, match_error
 from policies.flow_matching import FlowMatchingPolicy
@@ -57,7 +57,7 @@ def run_distill(cfg: DictConfig) -> dict[str, Any]:
     )
     val_error = match_error(student, teacher, val_loader)
     store.close()
-    te = int(cfg.execute_horizon or meta.get("execute_horizon", teacher.action_horizon // 2))
+    te = execute_horizon(meta, teacher.action_horizon, cfg.execute_horizon)
     ckpt = save_policy(
         student,
         run_dir / "checkpoint",

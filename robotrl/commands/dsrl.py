@@ -10,7 +10,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 import sim
-from policies.checkpoint import load_policy
+from policies.checkpoint import execute_horizon, load_policy
 from robotrl.algos.dsrl import DSRLConfig, SteeredPolicy, save_dsrl
 from robotrl.algos.dsrl_training import DSRLTrainConfig, train_dsrl
 from robotrl.algos.perception_features import featurizer_for
@@ -60,7 +60,7 @@ def run_dsrl(cfg: DictConfig) -> dict[str, Any]:
     task = cfg.task or meta.get("task")
     if not task:
         raise ValueError("the checkpoint names no task: give task=...")
-    te = int(meta.get("execute_horizon", base.action_horizon // 2))
+    te = execute_horizon(meta, base.action_horizon)
     kw = run_env_kwargs(cfg, meta, sim_only="algo=dsrl")
     safety = str(cfg.get("safety", "off"))
     extra = [k for k in (cfg.obs_keys or []) if k not in base.config["state_dims"]]

@@ -7,6 +7,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from policies.checkpoint import execute_horizon as recorded_te
 from policies.checkpoint import load_policy
 from policies.registry import set_noise_scale
 from robotrl.algos.dsrl import is_dsrl_checkpoint, load_steered_policy
@@ -36,7 +37,7 @@ def load_checkpoint(
         return steered, steered.base, meta, te
     if not is_residual_checkpoint(checkpoint):
         policy, meta = load_policy(checkpoint)
-        te = int(execute_horizon or meta.get("execute_horizon", policy.action_horizon // 2))
+        te = recorded_te(meta, policy.action_horizon, execute_horizon)
         return policy, policy, meta, te
     residual, meta = load_residual_policy(checkpoint, base_checkpoint)
     te = int(meta["execute_horizon"])

@@ -11,7 +11,7 @@ from gymnasium.vector import AutoresetMode
 from omegaconf import DictConfig
 
 import sim
-from policies.checkpoint import load_policy, save_module, save_policy
+from policies.checkpoint import execute_horizon, load_policy, save_module, save_policy
 from policies.flow_matching import FlowChainPolicy
 from robotrl.algos.flow_pg import ALGOS, FlowPGConfig
 from robotrl.algos.flow_pg_training import FlowTrainConfig, check_budget, train_flow_pg
@@ -52,7 +52,7 @@ def run_flow_pg(cfg: DictConfig) -> dict[str, Any]:
     if not task:
         raise ValueError("the checkpoint names no task: give task=...")
     fcfg = FlowPGConfig(algo=cfg.algo, **config_dict(cfg.flow_pg))
-    te = int(fcfg.execute_horizon or meta.get("execute_horizon", policy.action_horizon // 2))
+    te = execute_horizon(meta, policy.action_horizon, fcfg.execute_horizon)
     train = FlowTrainConfig(
         total_steps=cfg.total_steps,
         eval_every=cfg.eval_every,

@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 import sim
 from hardware.devices import make_device
 from policies.base import Policy
-from policies.checkpoint import load_policy
+from policies.checkpoint import execute_horizon, load_policy
 from policies.registry import has_noise_scale, set_noise_scale
 from robotrl.algos.hil import DeviceIntervener, ScriptedHuman
 from robotrl.algos.online_risk import OnlineRiskLearner
@@ -220,7 +220,7 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
     task = cfg.task or meta.get("task")
     if not task:
         raise ValueError("the checkpoint names no task: give task=...")
-    te = int(meta.get("execute_horizon", base.action_horizon // 2))
+    te = execute_horizon(meta, base.action_horizon)
     backend = cfg.get("backend", "mujoco")
     check_one_robot(backend, cfg.num_envs, int(cfg.get("ray", {}).get("workers", 0) or 0))
     if int(cfg.get("eval_envs", 1)) < 1:

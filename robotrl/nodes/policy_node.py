@@ -30,7 +30,7 @@ from hardware.ros2.config import PolicyNodeConfig
 from hardware.ros2.node_process import run_node_process
 from hardware.ros2.robot_env import LANGUAGE_KEY, RosRobotEnv
 from hardware.ros2.transport import Transport
-from policies.checkpoint import load_policy
+from policies.checkpoint import execute_horizon, load_policy
 from robotrl.chunk_runner import SingleEnvPolicy
 from robotrl.evaluation import wilson_interval
 from sim.registry import task_observation_sizes as task_sizes
@@ -84,7 +84,7 @@ class PolicyNode:
         self.cfg = cfg
         policy, meta = load_policy(cfg.checkpoint)
         policy.to(cfg.device)
-        te = int(meta.get("execute_horizon", policy.action_horizon // 2))
+        te = execute_horizon(meta, policy.action_horizon)
         self.runner = SingleEnvPolicy(policy, te)
         task = cfg.task or str(meta.get("task") or "")
         views = dict(meta.get("env") or {})  # the cameras and image size it was trained with
