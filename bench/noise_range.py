@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 import sim
-from policies.checkpoint import load_policy
+from policies.checkpoint import execute_horizon, load_policy
 from robotrl.chunk_runner import SingleEnvPolicy
 from robotrl.evaluation import evaluate
 from robotrl.policy_env import env_kwargs
@@ -52,7 +52,7 @@ def main(argv: list[str]) -> dict[str, Any]:
     episodes, seed = int(args.get("episodes", 50)), int(args.get("seed", 100_000))
     settings = [("gaussian", float(c)) for c in args.get("scales", "0,1,1.5").split(",")]
     settings += [("corner", float(c)) for c in args.get("corners", "1,1.5").split(",")]
-    te = int(meta.get("execute_horizon", base.action_horizon // 2))
+    te = execute_horizon(meta, base.action_horizon)
     env = sim.make(str(meta.get("task", "lift")), **env_kwargs(meta))
     torch.set_num_threads(1)
     rows = []

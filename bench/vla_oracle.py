@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 import sim
-from policies.checkpoint import load_policy
+from policies.checkpoint import execute_horizon, load_policy
 from robotrl.chunk_runner import as_episode_policy
 from robotrl.evaluation import wilson_interval
 from robotrl.policy_env import env_kwargs
@@ -103,7 +103,8 @@ def main() -> None:
     policy, meta = load_policy(sys.argv[1])
     task = args.get("task", "tabletop_seen")
     episodes, seed = int(args.get("episodes", 50)), int(args.get("seed", 100_000))
-    execute = int(args.get("execute_horizon", meta.get("execute_horizon", 8)))
+    override = int(args["execute_horizon"]) if "execute_horizon" in args else None
+    execute = execute_horizon(meta, policy.action_horizon, override)
     out: dict[str, Any] = {"checkpoint": sys.argv[1], "task": task, "execute_horizon": execute}
     for mode in args.get("modes", "perceived,oracle").split(","):
         t0 = time.perf_counter()

@@ -57,3 +57,12 @@ def test_safety_options_are_validated(tmp_path):
     np.savez(critic, **w)
     kw = safety_env_kwargs("reflex", str(critic), 0.2)
     assert kw["safety_kwargs"] == {"critic": str(critic), "task_keys": ("goal",), "threshold": 0.2}
+
+
+def test_an_rl_agent_keeps_the_te_it_was_trained_with():
+    from robotrl.commands.eval import _trained_te
+
+    assert _trained_te({"execute_horizon": 8}, None, "the residual") == 8
+    assert _trained_te({"execute_horizon": 8}, 8, "the residual") == 8
+    with pytest.raises(ValueError, match="the residual was trained with execute_horizon=8"):
+        _trained_te({"execute_horizon": 8}, 4, "the residual")

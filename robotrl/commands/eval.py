@@ -22,6 +22,14 @@ from robotrl.run import make_run_dir, save_config
 from sim.registry import instruction_family
 
 
+def _trained_te(meta: dict[str, Any], requested: int | None, what: str) -> int:
+    """The Te an RL agent was trained with; a different ``requested`` one is refused."""
+    te = int(meta["execute_horizon"])
+    if requested is not None and int(requested) != te:
+        raise ValueError(f"{what} was trained with execute_horizon={te}; leave it unset")
+    return te
+
+
 def load_checkpoint(
     checkpoint: str, base_checkpoint: str | None = None, execute_horizon: int | None = None
 ) -> tuple[Any, Any, dict[str, Any], int]:
@@ -31,18 +39,13 @@ def load_checkpoint(
     trained with; another ``execute_horizon`` is refused)."""
     if is_dsrl_checkpoint(checkpoint):
         steered, meta = load_steered_policy(checkpoint, base_checkpoint)
-        te = int(meta["execute_horizon"])
-        if execute_horizon is not None and int(execute_horizon) != te:
-            raise ValueError(f"the agent was trained with execute_horizon={te}; leave it unset")
-        return steered, steered.base, meta, te
+        return steered, steered.base, meta, _trained_te(meta, execute_horizon, "the agent")
     if not is_residual_checkpoint(checkpoint):
         policy, meta = load_policy(checkpoint)
         te = recorded_te(meta, policy.action_horizon, execute_horizon)
         return policy, policy, meta, te
     residual, meta = load_residual_policy(checkpoint, base_checkpoint)
-    te = int(meta["execute_horizon"])
-    if execute_horizon is not None and int(execute_horizon) != te:
-        raise ValueError(f"the residual was trained with execute_horizon={te}; leave it unset")
+    te = _trained_te(meta, execute_horizon, "the residual")
     return residual, residual.base, meta, te
 
 
