@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import math
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -88,12 +89,15 @@ def train_bc(
     evaluate: Callable[[Policy], dict[str, float]] | None = None,
     logger: MetricsLogger | None = None,
     progress: bool = True,
+    stop: threading.Event | None = None,
 ) -> tuple[Policy, dict[str, Any]]:
     """Train; returns ``(the EMA policy (or the policy if EMA is off) in eval mode, summary)``.
 
     ``evaluate(policy) -> {"success_rate": ...}`` runs every ``eval_every`` steps and at the end.
     The progress bar counts gradient steps; its postfix shows the phase (``train``, ``eval``),
     the latest loss and the latest success rate. Raises ValueError when ``cfg.steps`` < 1.
+    ``stop``: once set, training ends after the current gradient step, without the final
+    evaluation; the policy is returned as it is then and the summary says ``interrupted``.
     """
     check_steps(cfg.steps)
     torch.manual_seed(cfg.seed)
@@ -134,7 +138,8 @@ def train_bc(
             "drop_last): lower batch_size or add episodes"
         )
     show(phase="train")
-    while step < cfg.steps:
+    interrupted = False
+    while step < cfg.steps and not interrupted:
         for batch in train_loader:
             loss, logs = policy.compute_loss(batch)
             if not torch.isfinite(loss):
@@ -160,9 +165,11 @@ def train_bc(
                     )
             if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
                 run_eval()
-            if step >= cfg.steps:
+            interrupted = stop is not None and stop.is_set() and step < cfg.steps
+            if step >= cfg.steps or interrupted:
                 break
-    run_eval()
+    if not interrupted:
+        run_eval()
     bar.close()
     final = ema if ema is not None else policy
     final.eval()
@@ -171,6 +178,7 @@ def train_bc(
         "train_wall_s": round(time.perf_counter() - start, 2),
         "final_loss": last_loss,
         "evaluations": evals,
+        "interrupted": interrupted,
     }
     return final, summary
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 import multiprocessing as mp
 import os
+import signal
 import time
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
@@ -135,8 +136,11 @@ def _spin_until_readable(conn: Connection, seconds: float = SPIN_S) -> None:
 
 
 def _serve(conn: Connection, payload: bytes) -> None:
-    """Worker process: build a slice, then answer commands until ``close``."""
+    """Worker process: build a slice, then answer commands until ``close`` (or until the
+    parent is gone). A Ctrl-C reaches the whole process group: the worker ignores it and the
+    parent, which decides whether the job stops, closes the worker."""
     os.environ["OMP_NUM_THREADS"] = "1"
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         envs = EnvSlice(cloudpickle.loads(payload))
         conn.send(("ok", None))
@@ -147,7 +151,7 @@ def _serve(conn: Connection, payload: bytes) -> None:
         try:
             _spin_until_readable(conn)
             cmd, args = conn.recv()
-        except (EOFError, KeyboardInterrupt):
+        except EOFError:
             break
         if cmd == "close":
             envs.close()

@@ -1,3 +1,5 @@
+import threading
+
 import numpy as np
 import pytest
 import torch
@@ -49,6 +51,23 @@ def test_training_lowers_validation_loss_and_logs(tmp_path):
     assert summary["evaluations"][-1]["val_loss"] < 0.5 * before
     assert not trained.training
     assert len(log.series("step", "loss")[0]) == 6
+
+
+def test_a_stop_request_ends_training_after_the_current_step():
+    stop = threading.Event()
+    calls = []
+
+    def evaluate(pol):  # the evaluation at step 4 asks to stop
+        calls.append(1)
+        stop.set()
+        return {"success_rate": 0.5}
+
+    cfg = BCConfig(steps=12, eval_every=4, ema_decay=0)
+    _, summary = train_bc(_policy(), _loader(), cfg, evaluate=evaluate, progress=False, stop=stop)
+    assert summary["interrupted"] is True and summary["steps"] == 4
+    assert len(calls) == 1  # no evaluation at the end
+    _, full = train_bc(_policy(), _loader(), cfg, progress=False, stop=threading.Event())
+    assert full["interrupted"] is False and full["steps"] == 12
 
 
 def test_ema_lags_the_raw_weights():

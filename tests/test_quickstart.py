@@ -106,3 +106,19 @@ def test_the_weakest_family_is_the_lowest_over_both_splits():
     assert weakest_family(seen, held_out) == "place/green"  # the first by name among equals
     with pytest.raises(ValueError, match="no family"):
         weakest_family({}, {})
+
+
+def test_a_stage_stopped_by_ctrl_c_stops_the_recipe(monkeypatch, capsys):
+    import robotrl.commands.quickstart as quickstart
+
+    ran = []
+
+    def stage(cfg):
+        ran.append(cfg.dataset)
+        return {"interrupted": True, "run_dir": "outputs/bc"}
+
+    monkeypatch.setitem(quickstart.STAGES, "train_bc", stage)
+    with pytest.raises(KeyboardInterrupt):  # the CLI reports it and exits 130
+        quickstart._stage("bc", "train_bc", {"dataset": "lift.zarr"})
+    assert ran == ["lift.zarr"]
+    assert "[quickstart] bc: stopped, its run is in outputs/bc" in capsys.readouterr().err

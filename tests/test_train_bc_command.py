@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from interrupts import interrupt_at_row
 from tiny_vla import TABLETOP_VLA_BC
 
 from policies.checkpoint import load_policy
@@ -52,6 +53,23 @@ def test_train_bc_writes_checkpoint_curves_and_json(tmp_path, reach_store, polic
     with open(out["plot"], "rb") as f:
         assert f.read(4) == b"\x89PNG"
     assert len(out["videos"]) == 1
+
+
+def test_a_ctrl_c_stops_training_and_keeps_the_checkpoint(
+    tmp_path, reach_store, capsys, monkeypatch
+):
+    """The first Ctrl-C ends training after its current step: the checkpoint holds the weights
+    of that step, the JSON says so, no video is recorded, and the exit code is 130."""
+    interrupt_at_row(monkeypatch, 1)  # the evaluation at step 20
+    args = [f"dataset={reach_store}", "steps=40", "batch_size=32", "eval_episodes=1"]
+    args += ["eval_every=20", "hidden=32", f"output_dir={tmp_path}", "progress=false"]
+    assert main(["train-bc", *args]) == 130
+    captured = capsys.readouterr()
+    assert "train-bc: stopping at the next step" in captured.err
+    out = json.loads(captured.out.strip().splitlines()[-1])
+    assert out["interrupted"] is True and out["steps"] == 20 and out["videos"] == []
+    assert out["final_eval_step"] == 20  # no evaluation at the end
+    assert load_policy(out["checkpoint"])[1]["train_steps"] == 20
 
 
 def test_keep_checkpoints_saves_each_intermediate_evaluation(tmp_path, reach_store):

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from interrupts import interrupt_at_row
 from omegaconf import OmegaConf
 from safetensors.torch import load_file
 from tiny_reach import reach_demos, tiny_checkpoint
@@ -305,6 +306,31 @@ def test_every_learner_counts_the_violations_of_its_training_steps(tmp_path, bas
     assert 0 <= counts["violation_steps"] <= counts["steps"]
     fired = [counts[f"violation_{k}"] for k in ("force", "workspace", "joint_limit")]
     assert max(fired) <= counts["violation_steps"] <= sum(fired)
+
+
+@pytest.mark.parametrize("algo", ["residual", "dsrl", "flow_sde"])
+def test_a_ctrl_c_stops_the_run_and_keeps_its_checkpoint(
+    tmp_path, base_and_demos, algo, monkeypatch, capsys
+):
+    """The first Ctrl-C ends the run at its next step: the checkpoint, the curves and the JSON
+    are written as after a full run, no video is recorded, and the exit code is 130."""
+    ckpt, store = base_and_demos
+    interrupt_at_row(monkeypatch, 2)  # right after the evaluation at 60 env steps
+    cfg = [f"checkpoint={ckpt}", f"demos={store}", f"output_dir={tmp_path}", "keep_best=false"]
+    assert main(["train-rl", *cfg, *TINY, *ALGO_TINY[algo]]) == 130
+    captured = capsys.readouterr()
+    assert "train-rl: stopping at the next step" in captured.err
+    out = json.loads(captured.out.strip().splitlines()[-1])
+    assert out["interrupted"] is True and out["exit_code"] == 130 and out["videos"] == []
+    rows = read_csv(f"{out['run_dir']}/metrics.csv")
+    assert len(rows) == 2 and out["env_steps"] == rows[-1]["env_steps"] < 120
+    assert out["final_eval_step"] == out["kept_step"] == out["env_steps"]  # keep_best=false
+    assert (Path(out["checkpoint"]) / "model.safetensors").exists()
+    # a full run says it was not interrupted and exits 0
+    monkeypatch.undo()
+    assert main(["train-rl", *cfg, *TINY, *ALGO_TINY[algo], "videos=0"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["interrupted"] is False and out["env_steps"] >= 120
 
 
 def test_cli_errors(tmp_path, base_and_demos, capsys):

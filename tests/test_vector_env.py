@@ -153,6 +153,20 @@ def test_a_dead_worker_is_reported_with_its_exit_code():
         venv.close()
 
 
+def test_a_ctrl_c_leaves_the_workers_to_the_parent():
+    """A Ctrl-C in a terminal reaches every process of the group: the workers ignore it, and
+    the parent decides whether the job stops (robotrl.stop_request)."""
+    venv = SlicedVectorEnv([_point(horizon=50)] * 2, workers=2)
+    try:
+        venv.reset(seed=0)
+        os.kill(venv._handles[1].proc.pid, signal.SIGINT)
+        for _ in range(20):
+            venv.step(np.zeros((2, 2), np.float32))
+        assert venv._handles[1].proc.is_alive()
+    finally:
+        venv.close()
+
+
 def test_a_failing_env_factory_fails_the_constructor():
     def broken():
         raise OSError("no display")

@@ -13,6 +13,7 @@ Seeds: env ``e`` resets with ``seed + 1000 * e + episode``; evaluations use ``ev
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -68,6 +69,7 @@ class DSRLResult:
     steps_to_target: int | None = None
     kept_step: int = 0  # env steps at the evaluation whose agent was kept
     safety: SafetyTally = field(default_factory=SafetyTally)  # the training steps' violations
+    interrupted: bool = False  # the stop event ended the run before total_steps
 
 
 def evaluate_dsrl(
@@ -109,8 +111,11 @@ def train_dsrl(
     execute_horizon: int = 8,
     logger: MetricsLogger | None = None,
     progress: bool = True,
+    stop: threading.Event | None = None,
 ) -> DSRLResult:
     """Train a latent-noise agent on the frozen ``base``; see the module docstring.
+    ``stop``: once set, the run ends after the current env step or evaluation, keeps its agent
+    as at the end of a full run and sets ``interrupted``.
 
     Raises ValueError, before any env is made, when ``train.total_steps`` does not exceed
     ``train.warmup_steps`` or the base's sampler takes no initial noise."""
@@ -177,6 +182,9 @@ def train_dsrl(
     gamma = cfg.gamma
     try:
         while env_steps < train.total_steps:
+            if stop is not None and stop.is_set():
+                result.interrupted = True
+                break
             need = [i for i in range(num_envs) if not runner.queues[i]]
             batch_obs = {k: np.stack([o[k] for o in obs]) for k in obs[0]}
             actions = runner.act(batch_obs)

@@ -5,6 +5,7 @@ steps. A function so the CLI, tests and benchmarks share it.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -52,6 +53,7 @@ class FlowTrainResult:
     train_success: list[float] = field(default_factory=list)
     kept_step: int = 0  # env steps at the evaluation whose weights were kept
     safety: SafetyTally = field(default_factory=SafetyTally)  # the training steps' violations
+    interrupted: bool = False  # the stop event ended the run before total_steps
 
 
 def check_budget(
@@ -90,6 +92,7 @@ def train_flow_pg(
     execute_horizon: int,
     logger: MetricsLogger | None = None,
     progress: bool = True,
+    stop: threading.Event | None = None,
 ) -> FlowTrainResult:
     """Fine-tune ``policy`` in place by flow policy gradients.
 
@@ -98,6 +101,8 @@ def train_flow_pg(
         venv: vector env with autoreset disabled (see :class:`FlowRollout`); closed at the end.
         evaluate: ``evaluate(policy) -> {"success_rate": ..., ...}``, with the ODE sampler.
         execute_horizon: Te actions executed per chunk.
+        stop: once set, the run ends after the current rollout or evaluation, keeps
+            its weights as at the end of a full run and sets ``interrupted``.
 
     The progress bar counts env steps as they are taken; its postfix shows the phase
     (``rollout``, ``update``, ``eval``) and the latest evaluation's success rate. Raises
@@ -150,13 +155,21 @@ def train_flow_pg(
             result.steps_to_target = rollout.env_steps
             result.wall_to_target = row["wall_s"]
 
+    def stopped() -> bool:
+        result.interrupted = stop is not None and stop.is_set()
+        return result.interrupted
+
     evaluate_now()  # the BC policy before RL
     next_eval = train.eval_every
     it = 0
     try:
         while rollout.env_steps < train.total_steps and result.steps_to_target is None:
+            if stopped():
+                break
             show(phase="rollout")
             groups = rollout.collect(cfg.rollout_env_steps, on_step=bar.update)
+            if stopped():  # no update that no evaluation would see
+                break
             recent += [ep.success for g in groups for ep in g]
             show(phase="update")
             batch = learner.make_batch(groups)

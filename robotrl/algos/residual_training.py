@@ -15,6 +15,7 @@ Per env step, for N envs stepped in this process:
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -92,6 +93,7 @@ class TrainResult:
     steps_to_target: int | None = None
     kept_step: int = 0  # env steps at the evaluation whose agent was kept
     safety: SafetyTally = field(default_factory=SafetyTally)  # the training steps' violations
+    interrupted: bool = False  # the stop event ended the run before total_steps
 
 
 def check_budget(total_steps: int, warmup_steps: int, eval_every: int = 0) -> None:
@@ -325,12 +327,16 @@ def train_residual(
     vector_env: Any | None = None,
     eval_venv: Any | None = None,
     make_eval_env: Callable[[], Any] | None = None,
+    stop: threading.Event | None = None,
 ) -> TrainResult:
     """Train a residual actor on the frozen ``base``; see the module docstring.
     ``vector_env``: the training envs live elsewhere (Ray workers, see
     :class:`~robotrl.algos.residual_rollout.ResidualRollout`). ``eval_venv``: a vector env
     (next-step autoreset) the evaluations run on; None: one env from ``make_eval_env``
     (None: from ``make_env``; e.g. the task's success where training has a classifier's).
+    ``stop``: once set (e.g. by :func:`robotrl.stop_request.stop_request`), the run ends after
+    the current env step or evaluation, keeps its agent as at the end of a full run and sets
+    ``interrupted``.
 
     The progress bar counts env steps; its postfix shows the phase (``warm-up``,
     ``critic warm-up i/N``, ``train``, ``eval``) and the latest evaluation's success rate.
@@ -417,6 +423,9 @@ def train_residual(
     show(phase="warm-up")
     evaluate_now()  # the base alone (the residual starts at zero)
     while rollout.env_steps < train.total_steps:
+        if stop is not None and stop.is_set():
+            result.interrupted = True
+            break
         feats, a_b = rollout.observe(sink)
         if rollout.env_steps < train.warmup_steps:
             actions = warmup_actions(a_b, train.warmup_noise, rng, agent.mask.numpy())

@@ -20,6 +20,7 @@ from robotrl.datasets.episode_store import open_intact
 from robotrl.metrics import MetricsLogger, final_evaluation, log_episodes, worse_than_base
 from robotrl.policy_env import record_videos, run_env_kwargs
 from robotrl.run import make_run_dir, save_config
+from robotrl.stop_request import KEEPS_BEST, stop_notice, stop_request, stop_summary
 
 
 def state_featurizer(
@@ -71,17 +72,19 @@ def run_dsrl(cfg: DictConfig) -> dict[str, Any]:
     run_dir = make_run_dir(cfg.output_dir, cfg.name)
     save_config(cfg, run_dir)
     logger = MetricsLogger(run_dir / "metrics.csv")
-    result = train_dsrl(
-        base,
-        lambda: sim.make(task, **kw),
-        featurizer,
-        dcfg,
-        train,
-        num_envs=cfg.num_envs,
-        execute_horizon=te,
-        logger=logger,
-        progress=cfg.progress,
-    )
+    with stop_request(stop_notice("robotrl train-rl", KEEPS_BEST)) as stop:
+        result = train_dsrl(
+            base,
+            lambda: sim.make(task, **kw),
+            featurizer,
+            dcfg,
+            train,
+            num_envs=cfg.num_envs,
+            execute_horizon=te,
+            logger=logger,
+            progress=cfg.progress,
+            stop=stop,
+        )
     meta_ckpt = {
         "base_checkpoint": str(cfg.checkpoint),
         "task": task,
@@ -105,7 +108,7 @@ def run_dsrl(cfg: DictConfig) -> dict[str, Any]:
         task,
         kw,
         run_dir,
-        count=int(cfg.videos),
+        count=0 if result.interrupted else int(cfg.videos),
         seed=100_000,
         execute_horizon=te,
         prefix="dsrl",
@@ -132,5 +135,6 @@ def run_dsrl(cfg: DictConfig) -> dict[str, Any]:
         "episodes_plot": str(episodes_plot) if episodes_plot else None,
         "videos": videos,
         **result.safety.summary(safety),
+        **stop_summary(result.interrupted),
         "run_dir": str(run_dir),
     }

@@ -20,6 +20,7 @@ from robotrl.evaluation import evaluate_vector
 from robotrl.metrics import MetricsLogger, final_evaluation, worse_than_base
 from robotrl.policy_env import record_videos, run_env_kwargs
 from robotrl.run import config_dict, make_run_dir, save_config
+from robotrl.stop_request import KEEPS_BEST, stop_notice, stop_request, stop_summary
 
 FLOW_ALGOS = ALGOS
 
@@ -84,16 +85,18 @@ def run_flow_pg(cfg: DictConfig) -> dict[str, Any]:
         return {"success_rate": res.success_rate, "success_lo": lo, "success_hi": hi}
 
     try:
-        result = train_flow_pg(
-            policy,
-            venv,
-            evaluate,
-            fcfg,
-            train,
-            execute_horizon=te,
-            logger=logger,
-            progress=cfg.progress,
-        )
+        with stop_request(stop_notice("robotrl train-rl", KEEPS_BEST)) as stop:
+            result = train_flow_pg(
+                policy,
+                venv,
+                evaluate,
+                fcfg,
+                train,
+                execute_horizon=te,
+                logger=logger,
+                progress=cfg.progress,
+                stop=stop,
+            )
     finally:
         eval_venv.close()
     rl = {"algo": cfg.algo, "base_checkpoint": str(cfg.checkpoint), "env_steps": result.env_steps}
@@ -103,9 +106,8 @@ def run_flow_pg(cfg: DictConfig) -> dict[str, Any]:
         doc = {"feature_dim": result.learner.value[0].in_features, "hidden": fcfg.value_hidden}
         save_module(result.learner.value, run_dir / "value_head", doc)
     plots = _plot(logger, run_dir)
-    videos = record_videos(
-        policy, task, kw, run_dir, count=int(cfg.videos), seed=200_000, execute_horizon=te
-    )
+    count = 0 if result.interrupted else int(cfg.videos)
+    videos = record_videos(policy, task, kw, run_dir, count=count, seed=200_000, execute_horizon=te)
     evals = result.evaluations
     return {
         "command": "train-rl",
@@ -129,5 +131,6 @@ def run_flow_pg(cfg: DictConfig) -> dict[str, Any]:
         "plots": plots,
         "videos": videos,
         **result.safety.summary(safety),
+        **stop_summary(result.interrupted),
         "run_dir": str(run_dir),
     }

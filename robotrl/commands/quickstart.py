@@ -16,6 +16,7 @@ also the reference for running the stages by hand.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -59,6 +60,9 @@ def _stage(name: str, config: str, values: dict[str, Any]) -> dict[str, Any]:
     runner = STAGES[config]
     t0 = time.perf_counter()
     result = runner(compose(config, _overrides(values)))
+    if result.get("interrupted"):  # a Ctrl-C: the stage saved its run; none after it runs
+        print(f"[quickstart] {name}: stopped, its run is in {result['run_dir']}", file=sys.stderr)
+        raise KeyboardInterrupt
     result["stage_wall_s"] = round(time.perf_counter() - t0, 1)
     print(f"[quickstart] {name}: done in {result['stage_wall_s']} s", flush=True)
     return result

@@ -23,6 +23,7 @@ from robotrl.datasets.episode_store import open_intact
 from robotrl.metrics import MetricsLogger, final_evaluation
 from robotrl.policy_env import env_kwargs, record_videos, rollout_policy
 from robotrl.run import make_run_dir, save_config
+from robotrl.stop_request import stop_notice, stop_request, stop_summary
 
 
 def _policy_kwargs(cfg: DictConfig, store: EpisodeStore, obs_keys: list[str], stats: dict) -> dict:
@@ -163,15 +164,19 @@ def run_train_bc(cfg: DictConfig) -> dict[str, Any]:
         eval_every=cfg.eval_every,
         seed=cfg.seed,
     )
-    trained, summary = train_bc(
-        policy,
-        train_loader,
-        bc,
-        val_loader=val_loader,
-        evaluate=evaluate if cfg.eval_episodes > 0 or cfg.keep_checkpoints else None,
-        logger=logger,
-        progress=cfg.progress,
-    )
+    keeps = "the checkpoint keeps the weights of the last step"
+    with stop_request(stop_notice("robotrl train-bc", keeps)) as stop:
+        trained, summary = train_bc(
+            policy,
+            train_loader,
+            bc,
+            val_loader=val_loader,
+            evaluate=evaluate if cfg.eval_episodes > 0 or cfg.keep_checkpoints else None,
+            logger=logger,
+            progress=cfg.progress,
+            stop=stop,
+        )
+    interrupted = bool(summary["interrupted"])
     ckpt = save_policy(
         trained, run_dir / "checkpoint", meta={**meta, "train_steps": summary["steps"]}
     )
@@ -182,7 +187,7 @@ def run_train_bc(cfg: DictConfig) -> dict[str, Any]:
         task,
         kwargs,
         run_dir,
-        count=cfg.videos,
+        count=0 if interrupted else cfg.videos,
         seed=cfg.eval_seed,
         execute_horizon=cfg.execute_horizon,
         prefix="bc",
@@ -204,5 +209,6 @@ def run_train_bc(cfg: DictConfig) -> dict[str, Any]:
         "checkpoint": str(ckpt),
         "plot": str(plot),
         "videos": videos,
+        **stop_summary(interrupted),
         "run_dir": str(run_dir),
     }

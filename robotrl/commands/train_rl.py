@@ -34,6 +34,7 @@ from robotrl.distributed.ray_rollout import RayVectorEnv
 from robotrl.metrics import MetricsLogger, final_evaluation, log_episodes, worse_than_base
 from robotrl.policy_env import check_one_robot, record_videos, run_env_kwargs
 from robotrl.run import make_run_dir, save_config
+from robotrl.stop_request import KEEPS_BEST, stop_notice, stop_request, stop_summary
 from sim.vector_env import SlicedVectorEnv
 
 
@@ -301,24 +302,27 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
                 human.device.stop()
     vector_env = _vector_envs(cfg, make_train_env)
     eval_venv = None
+    notice = stop_notice("robotrl train-rl", KEEPS_BEST)
     try:
         eval_venv = _eval_envs(cfg, make_env, backend)
-        result = train_residual(
-            base,
-            make_train_env,
-            featurizer,
-            rcfg,
-            train,
-            demos=demos,
-            num_envs=cfg.num_envs,
-            execute_horizon=te,
-            intervener=human,
-            logger=logger,
-            progress=cfg.progress,
-            vector_env=vector_env,
-            eval_venv=eval_venv,
-            make_eval_env=make_env,
-        )
+        with stop_request(notice) as stop:
+            result = train_residual(
+                base,
+                make_train_env,
+                featurizer,
+                rcfg,
+                train,
+                demos=demos,
+                num_envs=cfg.num_envs,
+                execute_horizon=te,
+                intervener=human,
+                logger=logger,
+                progress=cfg.progress,
+                vector_env=vector_env,
+                eval_venv=eval_venv,
+                make_eval_env=make_env,
+                stop=stop,
+            )
     finally:
         if eval_venv is not None:
             eval_venv.close()
@@ -333,7 +337,7 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
             task,
             kw,
             run_dir,
-            count=int(cfg.videos),
+            count=0 if result.interrupted else int(cfg.videos),
             seed=100_000,
             execute_horizon=te,
             prefix="residual",
@@ -374,5 +378,6 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
         "videos": videos,
         **_safety_summary(safety, guards, online, run_dir),
         **result.safety.summary(safety),
+        **stop_summary(result.interrupted),
         "run_dir": str(run_dir),
     }

@@ -4,9 +4,7 @@ plot they share with the single-process run."""
 from __future__ import annotations
 
 import json
-import signal
 import sys
-import threading
 from typing import Any
 
 import torch
@@ -29,6 +27,7 @@ from robotrl.distributed.cluster import connect
 from robotrl.distributed.learner_service import serve_learner
 from robotrl.metrics import MetricsLogger
 from robotrl.run import make_run_dir, save_config
+from robotrl.stop_request import stop_notice, stop_request
 
 
 def plot_learning_curves(logger: MetricsLogger, run_dir: Any) -> str:
@@ -41,15 +40,6 @@ def plot_learning_curves(logger: MetricsLogger, run_dir: Any) -> str:
             titles=["success vs env steps", "intervention rate", "|residual|"],
         )
     )
-
-
-def stop_on_signals() -> tuple[threading.Event, Any]:
-    """An event set by SIGTERM / SIGINT; and a function restoring the previous handlers."""
-    stop = threading.Event()
-    old = {
-        sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)
-    }
-    return stop, lambda: [signal.signal(sig, h) for sig, h in old.items()]
 
 
 def learn(
@@ -79,8 +69,8 @@ def learn(
     state_dir = d.learner_state or str(run_dir / "learner_state")
     address = cfg.ray.get("address") or None
     connect(address)  # before our handlers: joining Ray installs its own SIGTERM handler
-    stop, restore = stop_on_signals()
-    try:
+    notice = stop_notice("robotrl train-rl role=learner", "it checkpoints its state")
+    with stop_request(notice) as stop:
         out = serve_learner(
             make_learner,
             name=str(d.learner),
@@ -94,8 +84,6 @@ def learn(
             threads=cfg.get("threads") or 1,
             on_ready=ready,
         )
-    finally:
-        restore()
     last = latest_checkpoint(state_dir)  # the learner's final state (None: never ready)
     agent = load_agent(last)[0] if last else ResidualAgent(obs_dim, act_dim, rcfg, seed=seed)
     counts = {k: out[k] for k in ("updates", "version", "received")}
@@ -166,22 +154,23 @@ def act(
         outbox_batches=d.outbox_batches,
         peer_timeout=d.peer_timeout,
     )
-    stop, restore = stop_on_signals()  # after joining Ray, which installs its own handlers
+    # after joining Ray, which installs its own handlers
+    notice = stop_notice("robotrl train-rl role=actor", "it sends what it has to the learner")
     try:
-        out = run_actor(
-            client,
-            rollout,
-            agent,
-            train,
-            actor_hz=d.actor_hz or train.realtime_hz,
-            evaluate=evaluate if train.eval_episodes > 0 else None,
-            stop=stop,
-            on_progress=progress,
-        )
+        with stop_request(notice) as stop:
+            out = run_actor(
+                client,
+                rollout,
+                agent,
+                train,
+                actor_hz=d.actor_hz or train.realtime_hz,
+                evaluate=evaluate if train.eval_episodes > 0 else None,
+                stop=stop,
+                on_progress=progress,
+            )
     finally:
         client.close()
         rollout.close()
-        restore()
     evals = out.pop("evaluations")
     return {
         "command": "train-rl",
