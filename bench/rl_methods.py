@@ -57,6 +57,7 @@ METHODS: dict[str, list[str]] = {
     "hil_clf": ["human=scripted", "reward_classifier={classifier}"],
     # HIL with a residual bound of 0.5: for a base whose error exceeds the default's 0.1 (base c)
     "hil_wide": ["human=scripted", "residual.scale=0.5"],
+    "hil_wide_clf": ["human=scripted", "residual.scale=0.5", "reward_classifier={classifier}"],
     "dsrl": ["algo=dsrl"],
     "flow_sde": ["algo=flow_sde"],
     "flow_noise": ["algo=flow_noise"],
@@ -70,6 +71,7 @@ LABELS = {
     "hil": "residual + scripted human (HIL)",
     "hil_clf": "HIL, reward from a success classifier",
     "hil_wide": "HIL, residual bound 0.5 (`residual.scale=0.5`)",
+    "hil_wide_clf": "HIL, bound 0.5, reward from a success classifier",
     "dsrl": "DSRL (noise space)",
     "flow_sde": "Flow-SDE PPO",
     "flow_noise": "Flow-Noise PPO",

@@ -430,4 +430,6 @@ def test_operator_episodes_on_a_robot_without_episode_messages(tmp_path):
     assert not store.meta("terminated").any()
     np.testing.assert_array_equal(store.get("state/ee_pos")[0], obs["state/ee_pos"])
     dt = np.diff(store.get("timestamp", store.episode_slice(0)))
-    assert np.all((dt > 0.01) & (dt < 0.1))  # the 50 Hz ticks
+    # the twists' increasing stamps, one per tick; their spacing is the wall clock's (a late
+    # tick on a loaded machine is followed by an early one), so only its order is asserted
+    assert np.all(dt > 0) and np.all(dt < 1.0)
