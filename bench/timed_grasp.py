@@ -69,6 +69,7 @@ def main(argv: list[str]) -> dict[str, Any]:
     if args["preset"] not in PRESETS:
         raise SystemExit(f"preset must be one of {sorted(PRESETS)}, got {args['preset']!r}")
     torch.set_num_threads(1)
+    timing, demos = PRESETS[args["preset"]], int(args["demos"])
     runs = []
     for seed in [int(s) for s in args["seeds"].split(",")]:
         train = TrainConfig(
@@ -77,16 +78,14 @@ def main(argv: list[str]) -> dict[str, Any]:
             eval_episodes=50,
             seed=seed,
         )
-        demos = int(args["demos"])
         row: dict[str, Any] = {"preset": args["preset"], "demos": demos, "seed": seed}
         row["residual"] = over
-        timing = PRESETS[args["preset"]]
         row.update(train_and_evaluate(timing, ResidualConfig(**over), train, demos=demos))
         print(json.dumps(row), flush=True)
         runs.append(row)
     summary = {
         "preset": args["preset"],
-        "demos": int(args["demos"]),
+        "demos": demos,
         "residual": over,
         "base_success": float(np.mean([r["base_success"] for r in runs])),
         "success": float(np.mean([r["success"] for r in runs])),

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +31,16 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from robotrl.algos.residual import ResidualAgent, ResidualConfig, StateFeaturizer
+from robotrl.algos.residual import ResidualConfig, StateFeaturizer
 from robotrl.algos.residual_training import (
     TrainConfig,
     demo_buffer,
     evaluate_residual,
     train_residual,
 )
+from robotrl.chunk_runner import SingleEnvPolicy
 from robotrl.datasets import EpisodeStore
+from robotrl.evaluation import evaluate
 
 KEYS = ("state/pos", "state/goal", "state/t", "state/closed")
 
@@ -164,11 +166,10 @@ def record_demos(path: str | Path, timing: GraspTiming, episodes: int, seed: int
 def featurizer(timing: GraspTiming) -> StateFeaturizer:
     """Standardised :data:`KEYS` (the goal's spread for positions, time and flag around 0.5)."""
     spread = np.full(2, timing.reach / np.sqrt(3.0))
-    half = {"mean": np.array([0.5]), "std": np.array([0.3])}
     stats = {
         "state/pos": {"mean": np.zeros(2), "std": spread},
         "state/goal": {"mean": np.zeros(2), "std": spread},
-        "state/t": half,
+        "state/t": {"mean": np.array([0.5]), "std": np.array([0.3])},
         "state/closed": {"mean": np.array([0.5]), "std": np.array([0.5])},
     }
     return StateFeaturizer(list(KEYS), stats)
@@ -200,11 +201,11 @@ def train_and_evaluate(
     def make_env() -> TimedGrasp:
         return TimedGrasp(timing)
 
-    zero = ResidualConfig(**{**asdict(cfg), "scale": 0.0})  # the base alone: a zero residual
-    before = evaluate_residual(
-        ResidualAgent(feats.dim, 2, zero), base, feats, make_env, episodes, eval_seed,
-        execute_horizon,
-    )  # fmt: skip
+    env = make_env()
+    before = evaluate(
+        env, SingleEnvPolicy(base, execute_horizon), episodes, seed=eval_seed, progress=False
+    )
+    env.close()
     res = train_residual(
         base,
         make_env,
@@ -219,7 +220,7 @@ def train_and_evaluate(
         res.agent, base, feats, make_env, episodes, eval_seed, execute_horizon
     )
     return {
-        "base_success": before["success_rate"],
+        "base_success": before.success_rate,
         "success": after["success_rate"],
         "evaluations": [
             {
