@@ -58,6 +58,7 @@ METHODS: dict[str, list[str]] = {
     # HIL with a residual bound of 0.5: for a base whose error exceeds the default's 0.1 (base c)
     "hil_wide": ["human=scripted", "residual.scale=0.5"],
     "hil_wide_clf": ["human=scripted", "residual.scale=0.5", "reward_classifier={classifier}"],
+    "residual_ppo": ["algo=residual_ppo"],
     "dsrl": ["algo=dsrl"],
     "flow_sde": ["algo=flow_sde"],
     "flow_noise": ["algo=flow_noise"],
@@ -72,12 +73,15 @@ LABELS = {
     "hil_clf": "HIL, reward from a success classifier",
     "hil_wide": "HIL, residual bound 0.5 (`residual.scale=0.5`)",
     "hil_wide_clf": "HIL, bound 0.5, reward from a success classifier",
+    "residual_ppo": "residual PPO (ResiP, on-policy)",
     "dsrl": "DSRL (noise space)",
     "flow_sde": "Flow-SDE PPO",
     "flow_noise": "Flow-Noise PPO",
     "grpo": "GRPO",
     "rlpd": "RLPD-style from scratch (TD3 actor, same demos)",
 }
+# methods with a budget of their own (on-policy: far more env steps than the base's budget)
+OWN_BUDGET = {"residual_ppo"}
 FRESH_SEED = 200_000  # re-evaluations start here: episodes no training evaluation (100 000+) saw
 
 
@@ -127,9 +131,12 @@ def _violations(ev: dict[str, Any]) -> int | None:
     return int(counts["violation_steps"]) if counts else None
 
 
-def build_bases(out: Path, names: Sequence[str] = tuple(BASES)) -> dict[str, Any]:
+def build_bases(
+    out: Path, names: Sequence[str] = tuple(BASES), classifiers: bool = True
+) -> dict[str, Any]:
     """The bases ``names`` of :data:`BASES` and those they derive from (reused when
-    ``bases.json`` has them built from the same task, demo count and BC steps)."""
+    ``bases.json`` has them built from the same task, demo count and BC steps), with their
+    success classifiers (:data:`CLASSIFIER`) unless ``classifiers`` is False."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / "bases.json"
     done = json.loads(path.read_text()) if path.is_file() else {}
@@ -170,7 +177,7 @@ def build_bases(out: Path, names: Sequence[str] = tuple(BASES)) -> dict[str, Any
         done[name] = entry
         path.write_text(json.dumps(done, indent=1))
         print(json.dumps({"base": name, "success": ev["success_rate"]}), flush=True)
-    for name in sorted(wanted & set(CLASSIFIER)):
+    for name in sorted(wanted & set(CLASSIFIER)) if classifiers else []:
         if "classifier" not in done[name]:
             done[name]["classifier"] = build_classifier(out, name, done[name]["task"])
             path.write_text(json.dumps(done, indent=1))
@@ -201,9 +208,10 @@ def run_cell(out: Path, bases: dict[str, Any], method: str, base: str, seed: int
     """One training run and its 100-episode re-evaluation."""
     spec = bases[base]
     name = f"{method}-{base}-s{seed}"
+    budget = [] if method in OWN_BUDGET else [f"total_steps={spec['budget']}"]
     res = _robotrl(
         "train-rl", f"checkpoint={spec['checkpoint']}", f"demos={spec['demos_path']}",
-        f"backend={spec['backend']}", f"total_steps={spec['budget']}", f"seed={seed}",
+        f"backend={spec['backend']}", *budget, f"seed={seed}",
         "threads=1", "videos=0", f"output_dir={out / 'runs'}", f"name={name}",
         *_monitor(spec["backend"]), *(o.format(**spec) for o in METHODS[method]),
         log=out / f"{name}.log",
@@ -232,7 +240,9 @@ def run_cell(out: Path, bases: dict[str, Any], method: str, base: str, seed: int
 
 def run_all(args: dict[str, str]) -> None:
     out = Path(args["out"])
-    bases = build_bases(out, args["bases"].split(","))
+    methods = args["methods"].split(",")
+    need_clf = any("{classifier}" in o for m in methods for o in METHODS.get(m, []))
+    bases = build_bases(out, args["bases"].split(","), classifiers=need_clf)
     results = out / "results.jsonl"
 
     def done() -> set[tuple[str, str, int]]:

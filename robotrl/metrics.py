@@ -10,7 +10,7 @@ import csv
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -160,6 +160,50 @@ def worse_than_base(
         file=sys.stderr,
     )
     return True
+
+
+class LearnerRun(Protocol):
+    """What every ``robotrl train-rl`` learner's result holds (residual, DSRL, flow PG, PPO)."""
+
+    evaluations: list[dict[str, float]]  # in order; the first before any update (the base)
+    env_steps: int
+    wall_s: float
+    steps_to_target: int | None
+    kept_step: int  # env steps at the evaluation whose agent was kept
+
+
+def learner_summary(run: LearnerRun) -> dict[str, Any]:
+    """The JSON keys every ``robotrl train-rl`` learner reports of its run: the base's success
+    (the first evaluation), the last evaluation (:func:`final_evaluation`), whether it is worse
+    than the base (:func:`worse_than_base`, which says so on stderr), the best evaluation, the
+    kept agent's env step, the budget spent, the env steps to ``target_success`` and the wall
+    time."""
+    evals = run.evaluations
+    return {
+        "base_success": evals[0]["success_rate"],
+        **final_evaluation(evals, "env_steps"),
+        "worse_than_base": worse_than_base(evals),
+        "best_success": max(e["success_rate"] for e in evals),
+        "kept_step": run.kept_step,
+        "env_steps": run.env_steps,
+        "steps_to_target": run.steps_to_target,
+        "wall_s": round(run.wall_s, 1),
+    }
+
+
+def episodes_summary(
+    episodes: Sequence[Mapping[str, float]], run_dir: str | Path
+) -> dict[str, Any]:
+    """Write the training episodes' log (:func:`log_episodes`) and return the JSON keys that
+    report them: their count, the success rate of the last 20 and the log's plot (None without
+    episodes)."""
+    plot = log_episodes(episodes, run_dir)
+    last = [float(e["success"]) for e in episodes[-20:]]
+    return {
+        "episodes": len(episodes),
+        "train_success_last_20": sum(last) / len(last) if last else 0.0,
+        "episodes_plot": str(plot) if plot else None,
+    }
 
 
 def read_csv(path: str | Path) -> list[dict[str, Any]]:

@@ -1,4 +1,6 @@
-from robotrl.metrics import MetricsLogger, read_csv
+from types import SimpleNamespace
+
+from robotrl.metrics import MetricsLogger, learner_summary, read_csv
 
 
 def test_rows_with_new_columns_rewrite_the_header(tmp_path):
@@ -105,3 +107,33 @@ def test_worse_than_base_says_so_on_stderr(capsys):
     assert not worse_than_base([base, {"env_steps": 2000, "success_rate": 0.3}])
     assert not worse_than_base([base])  # nothing trained
     assert capsys.readouterr().err == ""
+
+
+def test_a_learners_summary_reads_its_base_last_and_best_evaluations(capsys):
+    evals = [
+        {"env_steps": 0, "success_rate": 0.5},
+        {"env_steps": 100, "success_rate": 0.75},
+        {"env_steps": 200, "success_rate": 0.25},
+    ]
+    run = SimpleNamespace(
+        evaluations=evals, env_steps=200, wall_s=1.23, steps_to_target=None, kept_step=100
+    )
+    out = learner_summary(run)
+    assert out == {
+        "base_success": 0.5, "final_success": 0.25, "final_eval_step": 200,
+        "final_is_base": False, "worse_than_base": True, "best_success": 0.75,
+        "kept_step": 100, "env_steps": 200, "steps_to_target": None, "wall_s": 1.2,
+    }  # fmt: skip
+    assert "succeeded less often than the base" in capsys.readouterr().err
+
+
+def test_episodes_summary_counts_the_last_20_and_writes_the_log(tmp_path):
+    from robotrl.metrics import episodes_summary
+
+    eps = [{"env_steps": 10 * i, "success": float(i >= 15), "length": 10} for i in range(30)]
+    out = episodes_summary(eps, tmp_path)
+    assert out["episodes"] == 30
+    assert out["train_success_last_20"] == 0.75  # episodes 10-29: 15-29 succeed
+    assert out["episodes_plot"] is not None and (tmp_path / "episodes.csv").is_file()
+    none = episodes_summary([], tmp_path / "none")
+    assert none == {"episodes": 0, "train_success_last_20": 0.0, "episodes_plot": None}

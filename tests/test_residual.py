@@ -11,6 +11,7 @@ from robotrl.algos.residual import (
     StateFeaturizer,
     load_agent,
     save_agent,
+    stats_meta,
 )
 from robotrl.algos.residual_training import warmup_actions
 
@@ -212,3 +213,11 @@ def test_feature_stats_from_the_demos_or_the_base_normaliser(tmp_path):
     stats = feature_stats(["state/x"], Base())
     np.testing.assert_allclose(stats["state/x"]["mean"], [1.0, 2.0])
     np.testing.assert_allclose(stats["state/x"]["std"], [2.0, 0.25])
+
+
+def test_feature_statistics_survive_a_checkpoints_metadata():
+    stats = {"state/pos": {"mean": np.zeros(2), "std": np.full(2, 0.5), "min": np.zeros(2)}}
+    meta = stats_meta(stats)
+    assert meta == {"state/pos": {"mean": [0.0, 0.0], "std": [0.5, 0.5]}}
+    feat = StateFeaturizer(["state/pos"], meta)
+    np.testing.assert_allclose(feat({"state/pos": np.ones((1, 2))}), [[2.0, 2.0]])

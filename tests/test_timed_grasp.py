@@ -6,6 +6,8 @@ import pytest
 import torch
 
 from robotrl.algos.residual import ResidualConfig
+from robotrl.algos.residual_ppo import ResidualPPOConfig
+from robotrl.algos.residual_ppo_training import PPORunConfig
 from robotrl.algos.residual_training import TrainConfig
 from robotrl.benchmarks.timed_grasp import (
     KEYS,
@@ -118,3 +120,24 @@ def test_the_expert_demos_succeed_and_fill_a_demo_buffer(tmp_path):
     )  # fmt: skip
     out = train_and_evaluate(tm, ResidualConfig(hidden=16, ensemble=2), train, demos=2, episodes=2)
     assert [e["env_steps"] for e in out["evaluations"]] == [0, 300]
+
+
+def test_a_ppo_run_reports_its_evaluations_and_has_no_demo_buffer():
+    cfg = ResidualPPOConfig(
+        hidden=16, num_envs=2, rollout_steps=50, total_steps=200, eval_every=100
+    )
+    out = train_and_evaluate(GraspTiming(), cfg, PPORunConfig(eval_episodes=2), episodes=4)
+    assert [e["env_steps"] for e in out["evaluations"]] == [0, 100, 200]
+    with pytest.raises(ValueError, match="no demo buffer"):
+        train_and_evaluate(GraspTiming(), cfg, PPORunConfig(), demos=2)
+    with pytest.raises(TypeError, match="ResidualPPOConfig with a PPORunConfig"):
+        train_and_evaluate(GraspTiming(), cfg, TrainConfig())
+
+
+@pytest.mark.slow
+def test_residual_ppo_lifts_the_lift_preset_from_reward_alone():
+    """What the off-policy residual does not do on this stand-in (docs/rl_methods.md)."""
+    cfg = ResidualPPOConfig(total_steps=160_000)
+    out = train_and_evaluate(PRESETS["lift"], cfg, PPORunConfig(eval_episodes=50, seed=0))
+    assert out["base_success"] <= 0.3
+    assert out["success"] >= 0.5, out["evaluations"]

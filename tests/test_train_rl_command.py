@@ -351,6 +351,55 @@ def test_cli_errors(tmp_path, base_and_demos, capsys):
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["algo"] == "residual"
 
 
+PPO_TINY = [
+    "algo=residual_ppo",
+    "residual_ppo.total_steps=128",
+    "residual_ppo.eval_every=64",
+    "residual_ppo.num_envs=2",
+    "residual_ppo.rollout_steps=16",
+    "residual_ppo.hidden=16",
+    "residual_ppo.minibatch_size=16",
+    "eval_episodes=1",
+    "progress=false",
+]
+
+
+@pytest.mark.slow
+def test_residual_ppo_trains_a_checkpoint_that_eval_runs_and_repeats_itself(
+    tmp_path, base_and_demos, capsys
+):
+    ckpt, store = base_and_demos
+
+    def run(name: str) -> dict:
+        cfg = [f"checkpoint={ckpt}", f"demos={store}", f"output_dir={tmp_path}", f"name={name}"]
+        return run_train_rl(compose("train_rl", [*cfg, *PPO_TINY, "keep_best=false"]))
+
+    out = run("first")
+    assert out["algo"] == "residual_ppo" and out["env_steps"] == 128
+    rows = read_csv(f"{out['run_dir']}/metrics.csv")
+    assert [r["env_steps"] for r in rows] == [0, 64, 128]
+    assert Path(out["plot"]).exists() and len(out["videos"]) == 1
+    policy, meta = load_residual_policy(out["checkpoint"])
+    assert meta["task"] == out["task"] and policy.agent.obs_dim > 0
+    weights = load_file(Path(out["checkpoint"]) / "model.safetensors")
+    again = load_file(Path(run("again")["checkpoint"]) / "model.safetensors")
+    assert weights.keys() == again.keys()
+    assert all(torch.equal(weights[k], again[k]) for k in weights)
+    capsys.readouterr()
+    assert main(["eval", out["checkpoint"], "episodes=1", "videos=0", "progress=false"]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["episodes"] == 1
+
+
+@pytest.mark.parametrize("key", ["total_steps=5000", "eval_every=100", "num_envs=4"])
+def test_residual_ppo_takes_its_budget_from_its_own_section(tmp_path, key, capsys):
+    args = ["train-rl", f"checkpoint={tmp_path / 'none'}", f"output_dir={tmp_path}"]
+    assert main([*args, "algo=residual_ppo", key]) == 2
+    err = capsys.readouterr().err
+    name = key.split("=")[0]
+    assert f"give residual_ppo.{name}=" in err and len(err.strip().splitlines()) == 1
+    assert not any(tmp_path.iterdir())
+
+
 def test_a_budget_that_ends_in_warm_up_is_refused_up_front(tmp_path, capsys):
     # checked before the checkpoint is loaded, a run dir made or an env stepped
     args = ["train-rl", f"checkpoint={tmp_path / 'none'}", f"output_dir={tmp_path}"]
@@ -453,6 +502,7 @@ def test_rlpd_takes_its_recipe_from_its_own_section(tmp_path, capsys):
         ("residual", "robotrl.algos.residual:ResidualConfig"),
         ("dsrl", "robotrl.algos.dsrl:DSRLConfig"),
         ("flow_pg", "robotrl.algos.flow_pg:FlowPGConfig"),
+        ("residual_ppo", "robotrl.algos.residual_ppo:ResidualPPOConfig"),
     ],
 )
 def test_every_key_of_a_config_section_is_a_field_of_its_dataclass(section, cls):

@@ -16,13 +16,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from robotrl.algos.agent_run import AgentRun, finish_run, record_evaluation
 from robotrl.algos.dsrl import DSRLAgent, DSRLConfig, SteeredPolicy
 from robotrl.algos.kept_agent import KeptAgent
 from robotrl.algos.residual import Featurizer
@@ -31,7 +32,6 @@ from robotrl.chunk_runner import ChunkRunner, SingleEnvPolicy
 from robotrl.datasets import ReplayBuffer
 from robotrl.evaluation import evaluate
 from robotrl.metrics import MetricsLogger
-from robotrl.safety_tally import SafetyTally
 
 
 @dataclass
@@ -59,17 +59,7 @@ class DSRLTrainConfig:
     keep_best: bool = True
 
 
-@dataclass
-class DSRLResult:
-    agent: DSRLAgent
-    evaluations: list[dict[str, float]] = field(default_factory=list)
-    episodes: list[dict[str, float]] = field(default_factory=list)
-    env_steps: int = 0
-    wall_s: float = 0.0
-    steps_to_target: int | None = None
-    kept_step: int = 0  # env steps at the evaluation whose agent was kept
-    safety: SafetyTally = field(default_factory=SafetyTally)  # the training steps' violations
-    interrupted: bool = False  # the stop event ended the run before total_steps
+DSRLResult = AgentRun[DSRLAgent]
 
 
 def evaluate_dsrl(
@@ -165,18 +155,9 @@ def train_dsrl(
             **recent_episode_rates(result.episodes),
             **last_logs,
         }
-        result.evaluations.append(row)
-        if logger is not None:
-            logger.log(**row)
-        kept.evaluated(ev["success_rate"], env_steps)
+        record_evaluation(result, row, kept, logger, train.target_success)
         phase = "train" if env_steps >= train.warmup_steps else "warm-up"
         bar.set_postfix(phase=phase, success=f"{ev['success_rate']:.2f}")
-        if (
-            result.steps_to_target is None
-            and train.target_success is not None
-            and ev["success_rate"] >= train.target_success
-        ):
-            result.steps_to_target = env_steps
 
     evaluate_now()  # the base from the untrained agent's mean noise (w = 0)
     gamma = cfg.gamma
@@ -242,7 +223,5 @@ def train_dsrl(
         bar.close()
         for env in envs:
             env.close()
-    result.kept_step = kept.restore(env_steps)
-    result.env_steps = env_steps
-    result.wall_s = time.perf_counter() - start
+    finish_run(result, kept, env_steps, start)
     return result

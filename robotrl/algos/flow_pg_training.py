@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from robotrl.algos.agent_run import finish_run, record_evaluation
 from robotrl.algos.flow_pg import FlowPG, FlowPGConfig
 from robotrl.algos.flow_rollout import FlowRollout
 from robotrl.algos.kept_agent import KeptAgent
@@ -142,17 +143,9 @@ def train_flow_pg(
         }
         if recent:
             row["train_success"] = float(np.mean(recent[-100:]))
-        result.evaluations.append(row)
-        if logger is not None:
-            logger.log(**row)
-        kept.evaluated(ev["success_rate"], rollout.env_steps)
+        reached = record_evaluation(result, row, kept, logger, train.target_success)
         show(success=f"{ev['success_rate']:.2f}")
-        if (
-            result.steps_to_target is None
-            and train.target_success is not None
-            and ev["success_rate"] >= train.target_success
-        ):
-            result.steps_to_target = rollout.env_steps
+        if reached:
             result.wall_to_target = row["wall_s"]
 
     def stopped() -> bool:
@@ -184,8 +177,6 @@ def train_flow_pg(
     finally:
         bar.close()
         rollout.close()
-    result.kept_step = kept.restore(rollout.env_steps)
-    result.env_steps = rollout.env_steps
-    result.wall_s = time.perf_counter() - start
+    finish_run(result, kept, rollout.env_steps, start)
     result.train_success = [float(x) for x in recent]
     return result

@@ -12,16 +12,22 @@ from torch import nn
 
 
 def mlp(
-    in_dim: int, out_dim: int, hidden: int = 256, layers: int = 2, layer_norm: bool = True
+    in_dim: int,
+    out_dim: int,
+    hidden: int = 256,
+    layers: int = 2,
+    layer_norm: bool = True,
+    activation: type[nn.Module] = nn.ReLU,
 ) -> nn.Sequential:
-    """``layers`` hidden layers of width ``hidden`` (Linear [-> LayerNorm] -> ReLU), then linear."""
+    """``layers`` hidden layers of width ``hidden`` (Linear [-> LayerNorm] -> ``activation``),
+    then linear."""
     mods: list[nn.Module] = []
     d = in_dim
     for _ in range(layers):
         mods.append(nn.Linear(d, hidden))
         if layer_norm:
             mods.append(nn.LayerNorm(hidden))
-        mods.append(nn.ReLU())
+        mods.append(activation())
         d = hidden
     mods.append(nn.Linear(d, out_dim))
     return nn.Sequential(*mods)

@@ -174,6 +174,15 @@ def feature_stats(
     return {k: {"mean": off, "std": 1.0 / scale} for k, (off, scale) in affine.items()}
 
 
+def stats_meta(stats: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, list[float]]]:
+    """Feature statistics as a checkpoint's metadata keeps them (``{key: {"mean", "std"}}``
+    as lists), from which :class:`StateFeaturizer` is rebuilt at load."""
+    return {
+        k: {s: np.asarray(v).tolist() for s, v in st.items() if s in ("mean", "std")}
+        for k, st in stats.items()
+    }
+
+
 def _truncated_normal(shape: tuple[int, ...], std: float, rng: np.random.Generator) -> np.ndarray:
     return np.clip(rng.normal(0.0, std, shape), -2 * std, 2 * std)
 

@@ -9,15 +9,36 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 
 from policies.registry import set_noise_scale
 from robotrl.algos.agent_checkpoint import checkpoint_kind, load_context
-from robotrl.algos.residual import Featurizer, ResidualAgent, load_agent
+from robotrl.algos.residual import Featurizer, load_agent
+from robotrl.algos.residual_ppo import load_residual_ppo
 from robotrl.chunk_runner import ChunkRunner
+
+
+class ResidualActor(Protocol):
+    """What acts as a residual on a base: the off-policy
+    :class:`~robotrl.algos.residual.ResidualAgent` and the on-policy
+    :class:`~robotrl.algos.residual_ppo.ResidualPPOAgent`."""
+
+    obs_dim: int
+    act_dim: int
+
+    def act(
+        self,
+        obs: np.ndarray,
+        base: np.ndarray,
+        *,
+        explore: bool,
+        rng: np.random.Generator | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Executed actions (B, A) in [-1, 1] and residuals (B, A); obs (B, O), base (B, A)."""
+        ...
 
 
 class ZeroPolicy:
@@ -57,7 +78,7 @@ class ResidualRunner:
 
     def __init__(
         self,
-        agent: ResidualAgent,
+        agent: ResidualActor,
         base: Any,
         featurizer: Featurizer,
         execute_horizon: int,
@@ -98,9 +119,13 @@ class ResidualPolicy(ResidualRunner):
         return self.act({k: np.asarray(v)[None] for k, v in obs.items()})[0]
 
 
+RESIDUAL_KINDS = ("residual", "residual_ppo")
+
+
 def is_residual_checkpoint(directory: str | os.PathLike[str]) -> bool:
-    """True when ``directory`` holds a ``robotrl train-rl algo=residual|rlpd`` checkpoint."""
-    return checkpoint_kind(directory) == "residual"
+    """True when ``directory`` holds a ``robotrl train-rl algo=residual|rlpd|residual_ppo``
+    checkpoint."""
+    return checkpoint_kind(directory) in RESIDUAL_KINDS
 
 
 def load_residual_policy(
@@ -114,7 +139,11 @@ def load_residual_policy(
         base_checkpoint: the base's checkpoint (None: the path the training run recorded;
             give it when the base has moved since).
     """
-    agent, meta = load_agent(directory)
+    agent: ResidualActor
+    if checkpoint_kind(directory) == "residual_ppo":
+        agent, meta = load_residual_ppo(directory)
+    else:
+        agent, meta = load_agent(directory)
     ctx = load_context(directory, meta, agent.obs_dim, "residual", base_checkpoint)
     if meta.get("from_scratch"):  # algo=rlpd
         base: Any = ZeroPolicy(ctx.base)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -26,16 +26,16 @@ import torch
 from numpy.typing import ArrayLike
 from tqdm.auto import tqdm
 
+from robotrl.algos.agent_run import AgentRun, finish_run, record_evaluation
 from robotrl.algos.kept_agent import KeptAgent
 from robotrl.algos.residual import Featurizer, ResidualAgent, ResidualConfig
-from robotrl.algos.residual_policy import ResidualPolicy
+from robotrl.algos.residual_policy import ResidualActor, ResidualPolicy
 from robotrl.algos.residual_rollout import Intervener, ResidualRollout, ResidualTransition
 from robotrl.chunk_runner import LANGUAGE_KEY, policy_keys
 from robotrl.datasets import EpisodeStore, MixedReplay, ReplayBuffer
 from robotrl.datasets.replay_buffer import concat_batches
 from robotrl.evaluation import evaluate, evaluate_vector
 from robotrl.metrics import MetricsLogger
-from robotrl.safety_tally import SafetyTally
 
 
 @dataclass
@@ -83,17 +83,7 @@ FROM_SCRATCH: dict[str, Any] = {
 }
 
 
-@dataclass
-class TrainResult:
-    agent: ResidualAgent
-    evaluations: list[dict[str, float]] = field(default_factory=list)
-    episodes: list[dict[str, float]] = field(default_factory=list)
-    env_steps: int = 0
-    wall_s: float = 0.0
-    steps_to_target: int | None = None
-    kept_step: int = 0  # env steps at the evaluation whose agent was kept
-    safety: SafetyTally = field(default_factory=SafetyTally)  # the training steps' violations
-    interrupted: bool = False  # the stop event ended the run before total_steps
+TrainResult = AgentRun[ResidualAgent]
 
 
 def check_budget(total_steps: int, warmup_steps: int, eval_every: int = 0) -> None:
@@ -207,7 +197,7 @@ def _replanned_base_actions(
 
 
 def evaluate_residual(
-    agent: ResidualAgent,
+    agent: ResidualActor,
     base: Any,
     featurizer: Featurizer,
     make_env: Callable[[], Any],
@@ -399,17 +389,8 @@ def train_residual(
             **recent_episode_rates(result.episodes),
             **last_logs,
         }
-        result.evaluations.append(row)
-        if logger is not None:
-            logger.log(**row)
-        kept.evaluated(ev["success_rate"], rollout.env_steps)
+        record_evaluation(result, row, kept, logger, train.target_success)
         show(phase=phase, success=f"{ev['success_rate']:.2f}")
-        if (
-            result.steps_to_target is None
-            and train.target_success is not None
-            and ev["success_rate"] >= train.target_success
-        ):
-            result.steps_to_target = rollout.env_steps
 
     def critic_warmup() -> None:
         n = train.critic_warmup_updates
@@ -450,9 +431,7 @@ def train_residual(
                 break
     bar.close()
     rollout.close()
-    result.kept_step = kept.restore(rollout.env_steps)
-    result.env_steps = rollout.env_steps
-    result.wall_s = time.perf_counter() - start
+    finish_run(result, kept, rollout.env_steps, start)
     return result
 
 

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 import sim
+from robotrl.algos.residual import ResidualAgent
 from robotrl.algos.residual_policy import ResidualPolicy
 from robotrl.evaluation import evaluate
 
@@ -38,6 +39,9 @@ class CandidateChoice:
             raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
         if candidates < 1 or sigma < 0:
             raise ValueError(f"need candidates >= 1 and sigma >= 0, got {candidates}, {sigma}")
+        if not isinstance(policy.agent, ResidualAgent):
+            raise ValueError("candidates are ranked by critics: give an algo=residual checkpoint")
+        self.agent: ResidualAgent = policy.agent
         self.policy, self.sigma, self.k, self.rule = policy, sigma, candidates, rule
         self.rng = np.random.default_rng(seed)
 
@@ -49,7 +53,7 @@ class CandidateChoice:
         """Features (1, O) and the K executable actions (K, A) at one observation; advances
         the base's chunk queue by one step."""
         batch = {k: np.asarray(v)[None] for k, v in obs.items()}
-        agent = self.policy.agent
+        agent = self.agent
         feats = torch.from_numpy(self.policy.featurizer(batch))
         base = torch.from_numpy(self.policy.chunks.act(batch).astype(np.float32))  # (1, A)
         draws = self.rng.normal(0.0, self.sigma, (self.k, agent.act_dim)).astype(np.float32)
@@ -64,7 +68,7 @@ class CandidateChoice:
     def __call__(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
         feats, actions = self.candidates(obs)
         if self.rule == "critic":
-            q = self.policy.agent.critic(feats.expand(self.k, -1), actions).mean(dim=0)  # (K,)
+            q = self.agent.critic(feats.expand(self.k, -1), actions).mean(dim=0)  # (K,)
             return actions[int(q.argmax())].numpy()
         return actions[int(self.rng.integers(self.k))].numpy()
 

@@ -32,8 +32,11 @@ import numpy as np
 import torch
 
 from robotrl.algos.residual import ResidualConfig, StateFeaturizer
+from robotrl.algos.residual_ppo import ResidualPPOConfig
+from robotrl.algos.residual_ppo_training import PPOResult, PPORunConfig, train_residual_ppo
 from robotrl.algos.residual_training import (
     TrainConfig,
+    TrainResult,
     demo_buffer,
     evaluate_residual,
     train_residual,
@@ -177,26 +180,22 @@ def featurizer(timing: GraspTiming) -> StateFeaturizer:
 
 def train_and_evaluate(
     timing: GraspTiming,
-    cfg: ResidualConfig,
-    train: TrainConfig,
+    cfg: ResidualConfig | ResidualPPOConfig,
+    train: TrainConfig | PPORunConfig,
     *,
     demos: int = 0,
     execute_horizon: int = 8,
     episodes: int = 100,
     eval_seed: int = 200_000,
 ) -> dict[str, Any]:
-    """Train a residual on :class:`AimingBase` in :class:`TimedGrasp`, with ``demos`` expert
-    episodes (env seeds from 300 000) in its demo buffer; the base's and the final residual's
-    success over ``episodes`` fresh episodes (seeds from ``eval_seed``) and the run's
-    evaluations (``env_steps``, ``success``, ``train_success``: the last 20 training episodes)."""
+    """Train a residual on :class:`AimingBase` in :class:`TimedGrasp`: off-policy (a
+    :class:`ResidualConfig` with a :class:`TrainConfig`), with ``demos`` expert episodes (env
+    seeds from 300 000) in its demo buffer, or by PPO (a :class:`ResidualPPOConfig` with a
+    :class:`PPORunConfig`; no demo buffer). Returns the base's and the final residual's success
+    over ``episodes`` fresh episodes (seeds from ``eval_seed``) and the run's evaluations
+    (``env_steps``, ``success``, ``train_success``: the last 20 training episodes)."""
     base = AimingBase(timing)
     feats = featurizer(timing)
-    buffer = None
-    if demos > 0:
-        with tempfile.TemporaryDirectory() as tmp:
-            store = record_demos(Path(tmp) / "demos.zarr", timing, demos, seed=300_000)
-            buffer = demo_buffer(store, base, feats, cfg, seed=train.seed)
-            store.close()
 
     def make_env() -> TimedGrasp:
         return TimedGrasp(timing)
@@ -206,16 +205,27 @@ def train_and_evaluate(
         env, SingleEnvPolicy(base, execute_horizon), episodes, seed=eval_seed, progress=False
     )
     env.close()
-    res = train_residual(
-        base,
-        make_env,
-        feats,
-        cfg,
-        train,
-        demos=buffer,
-        execute_horizon=execute_horizon,
-        progress=False,
-    )
+    res: TrainResult | PPOResult
+    if isinstance(cfg, ResidualPPOConfig) and isinstance(train, PPORunConfig):
+        if demos > 0:
+            raise ValueError("residual PPO learns on-policy: it has no demo buffer (demos=0)")
+        res = train_residual_ppo(
+            base, make_env, feats, cfg, train, execute_horizon=execute_horizon, progress=False
+        )
+    elif isinstance(cfg, ResidualConfig) and isinstance(train, TrainConfig):
+        buffer = None
+        if demos > 0:
+            with tempfile.TemporaryDirectory() as tmp:
+                store = record_demos(Path(tmp) / "demos.zarr", timing, demos, seed=300_000)
+                buffer = demo_buffer(store, base, feats, cfg, seed=train.seed)
+                store.close()
+        res = train_residual(
+            base, make_env, feats, cfg, train, demos=buffer, execute_horizon=execute_horizon,
+            progress=False,
+        )  # fmt: skip
+    else:
+        raise TypeError("give a ResidualConfig with a TrainConfig, or a ResidualPPOConfig "
+                        "with a PPORunConfig")  # fmt: skip
     after = evaluate_residual(
         res.agent, base, feats, make_env, episodes, eval_seed, execute_horizon
     )

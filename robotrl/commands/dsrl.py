@@ -14,10 +14,10 @@ from policies.checkpoint import execute_horizon, load_policy
 from robotrl.algos.dsrl import DSRLConfig, SteeredPolicy, save_dsrl
 from robotrl.algos.dsrl_training import DSRLTrainConfig, train_dsrl
 from robotrl.algos.perception_features import featurizer_for
-from robotrl.algos.residual import StateFeaturizer, feature_stats
+from robotrl.algos.residual import StateFeaturizer, feature_stats, stats_meta
 from robotrl.algos.residual_training import check_budget
 from robotrl.datasets.episode_store import open_intact
-from robotrl.metrics import MetricsLogger, final_evaluation, log_episodes, worse_than_base
+from robotrl.metrics import MetricsLogger, episodes_summary, learner_summary
 from robotrl.policy_env import record_videos, run_env_kwargs
 from robotrl.run import make_run_dir, save_config
 from robotrl.stop_request import KEEPS_BEST, stop_notice, stop_request, stop_summary
@@ -91,10 +91,7 @@ def run_dsrl(cfg: DictConfig) -> dict[str, Any]:
         "obs_keys": state.keys,
         "features": str(cfg.features),
         "execute_horizon": te,
-        "featurizer": {
-            k: {s: np.asarray(v).tolist() for s, v in st.items() if s in ("mean", "std")}
-            for k, st in stats.items()
-        },
+        "featurizer": stats_meta(stats),
     }
     ckpt = save_dsrl(result.agent, run_dir / "checkpoint", meta_ckpt)
     plot = logger.plot(
@@ -113,26 +110,14 @@ def run_dsrl(cfg: DictConfig) -> dict[str, Any]:
         execute_horizon=te,
         prefix="dsrl",
     )
-    episodes_plot = log_episodes(result.episodes, run_dir)
     return {
         "command": "train-rl",
         "algo": "dsrl",
         "task": task,
-        "base_success": result.evaluations[0]["success_rate"],
-        **final_evaluation(result.evaluations, "env_steps"),
-        "worse_than_base": worse_than_base(result.evaluations),
-        "best_success": max(e["success_rate"] for e in result.evaluations),
-        "kept_step": result.kept_step,
-        "env_steps": result.env_steps,
-        "steps_to_target": result.steps_to_target,
-        "wall_s": round(result.wall_s, 1),
-        "episodes": len(result.episodes),
-        "train_success_last_20": float(np.mean([e["success"] for e in result.episodes[-20:]]))
-        if result.episodes
-        else 0.0,
+        **learner_summary(result),
+        **episodes_summary(result.episodes, run_dir),
         "checkpoint": str(ckpt),
         "plot": str(plot),
-        "episodes_plot": str(episodes_plot) if episodes_plot else None,
         "videos": videos,
         **result.safety.summary(safety),
         **stop_summary(result.interrupted),

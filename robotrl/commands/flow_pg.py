@@ -17,7 +17,7 @@ from robotrl.algos.flow_pg import ALGOS, FlowPGConfig
 from robotrl.algos.flow_pg_training import FlowTrainConfig, check_budget, train_flow_pg
 from robotrl.chunk_runner import ChunkRunner
 from robotrl.evaluation import evaluate_vector
-from robotrl.metrics import MetricsLogger, final_evaluation, worse_than_base
+from robotrl.metrics import MetricsLogger, learner_summary
 from robotrl.policy_env import record_videos, run_env_kwargs
 from robotrl.run import config_dict, make_run_dir, save_config
 from robotrl.stop_request import KEEPS_BEST, stop_notice, stop_request, stop_summary
@@ -108,7 +108,6 @@ def run_flow_pg(cfg: DictConfig) -> dict[str, Any]:
     plots = _plot(logger, run_dir)
     count = 0 if result.interrupted else int(cfg.videos)
     videos = record_videos(policy, task, kw, run_dir, count=count, seed=200_000, execute_horizon=te)
-    evals = result.evaluations
     return {
         "command": "train-rl",
         "algo": cfg.algo,
@@ -116,15 +115,8 @@ def run_flow_pg(cfg: DictConfig) -> dict[str, Any]:
         "num_envs": cfg.num_envs,
         "num_steps": policy.num_steps,
         "execute_horizon": te,
-        "base_success": evals[0]["success_rate"],
-        **final_evaluation(evals, "env_steps"),
-        "worse_than_base": worse_than_base(evals),
-        "best_success": max(e["success_rate"] for e in evals),
-        "kept_step": result.kept_step,
-        "env_steps": result.env_steps,
-        "steps_to_target": result.steps_to_target,
+        **learner_summary(result),
         "wall_to_target_s": result.wall_to_target,
-        "wall_s": round(result.wall_s, 1),
         "episodes": len(result.train_success),
         "checkpoint": str(ckpt),
         "metrics": str(logger.path),

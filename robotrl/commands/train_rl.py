@@ -16,7 +16,13 @@ from policies.registry import has_noise_scale, set_noise_scale
 from robotrl.algos.hil import DeviceIntervener, ScriptedHuman
 from robotrl.algos.online_risk import OnlineRiskLearner
 from robotrl.algos.perception_features import featurizer_for
-from robotrl.algos.residual import ResidualConfig, StateFeaturizer, feature_stats, save_agent
+from robotrl.algos.residual import (
+    ResidualConfig,
+    StateFeaturizer,
+    feature_stats,
+    save_agent,
+    stats_meta,
+)
 from robotrl.algos.residual_policy import ResidualPolicy, ZeroPolicy
 from robotrl.algos.residual_training import (
     TrainConfig,
@@ -28,10 +34,11 @@ from robotrl.algos.reward_wrapper import with_reward_classifier
 from robotrl.algos.safety_critic import SafetyCritic
 from robotrl.commands.dsrl import run_dsrl
 from robotrl.commands.flow_pg import FLOW_ALGOS, run_flow_pg
+from robotrl.commands.residual_ppo import run_residual_ppo
 from robotrl.commands.train_rl_roles import act, learn, plot_learning_curves, split
 from robotrl.datasets.episode_store import open_intact
 from robotrl.distributed.ray_rollout import RayVectorEnv
-from robotrl.metrics import MetricsLogger, final_evaluation, log_episodes, worse_than_base
+from robotrl.metrics import MetricsLogger, episodes_summary, learner_summary
 from robotrl.policy_env import check_one_robot, record_videos, run_env_kwargs
 from robotrl.run import make_run_dir, save_config
 from robotrl.stop_request import KEEPS_BEST, stop_notice, stop_request, stop_summary
@@ -187,10 +194,11 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
         return run_flow_pg(cfg)
     if cfg.algo == "dsrl":
         return run_dsrl(cfg)
+    if cfg.algo == "residual_ppo":
+        return run_residual_ppo(cfg)
     if cfg.algo not in ("residual", "rlpd"):
-        raise ValueError(
-            f"unknown algo {cfg.algo!r}; available: {['residual', 'rlpd', 'dsrl', *FLOW_ALGOS]}"
-        )
+        algos = ["residual", "rlpd", "residual_ppo", "dsrl", *FLOW_ALGOS]
+        raise ValueError(f"unknown algo {cfg.algo!r}; available: {algos}")
     if cfg.role not in ROLES:
         raise ValueError(f"unknown role {cfg.role!r}; available: {list(ROLES)}")
     if cfg.role != "single":
@@ -282,10 +290,7 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
         "obs_keys": keys,
         "features": str(cfg.features),
         "execute_horizon": te,
-        "featurizer": {
-            k: {s: np.asarray(v).tolist() for s, v in st.items() if s in ("mean", "std")}
-            for k, st in stats.items()
-        },
+        "featurizer": stats_meta(stats),
     }
     if cfg.role == "learner":
         return learn(cfg, base, featurizer, rcfg, train, demos, meta_ckpt, run_dir)
@@ -330,7 +335,6 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
             human.device.stop()
     ckpt = save_agent(result.agent, run_dir / "checkpoint", meta_ckpt)
     plot = plot_learning_curves(logger, run_dir)
-    episodes_plot = log_episodes(result.episodes, run_dir)
     videos = (
         record_videos(
             ResidualPolicy(result.agent, base, featurizer, te),
@@ -345,20 +349,12 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
         if backend != "ros2"  # a robot is not rendered
         else []
     )
-    first = result.evaluations[0]
     return {
         "command": "train-rl",
         "algo": cfg.algo,
         "task": task,
-        "base_success": first["success_rate"],
-        **final_evaluation(result.evaluations, "env_steps"),
-        "worse_than_base": worse_than_base(result.evaluations),
-        "best_success": max(e["success_rate"] for e in result.evaluations),
-        "kept_step": result.kept_step,
-        "env_steps": result.env_steps,
-        "steps_to_target": result.steps_to_target,
-        "wall_s": round(result.wall_s, 1),
-        "episodes": len(result.episodes),
+        **learner_summary(result),
+        **episodes_summary(result.episodes, run_dir),
         "intervention_rate_first_20": float(
             np.mean([e["intervention_rate"] for e in result.episodes[:20]])
         )
@@ -374,7 +370,6 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
         else None,
         "checkpoint": str(ckpt),
         "plot": plot,
-        "episodes_plot": str(episodes_plot) if episodes_plot else None,
         "videos": videos,
         **_safety_summary(safety, guards, online, run_dir),
         **result.safety.summary(safety),
