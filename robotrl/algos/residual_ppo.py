@@ -70,7 +70,7 @@ class ResidualPPOConfig:
     lam: float = 0.95
     num_envs: int = 16
     rollout_steps: int = 128
-    total_steps: int = 400_000
+    total_steps: int = 600_000
     eval_every: int = 20_000
 
     def __post_init__(self) -> None:
