@@ -27,6 +27,23 @@ from robotrl.commands.eval import load_checkpoint
 from robotrl.policy_env import env_kwargs
 
 
+def policy_and_env(checkpoint: str, noise_scale: str, task: str) -> tuple[Any, Any]:
+    """The checkpoint's policy as an episode policy (a train-bc base from its mean noise, as the
+    residual runs it; ``noise_scale``, when not empty, overrides the scale) and an env of
+    ``task``, which must be the checkpoint's, on one torch thread."""
+    torch.set_num_threads(1)
+    policy, model, meta, te = load_checkpoint(checkpoint)
+    if model is policy:  # a train-bc base: run it as the residual runs it, from its mean noise
+        set_noise_scale(model, 0.0)
+    if noise_scale:
+        set_noise_scale(model, float(noise_scale), "noise_scale")
+    if meta.get("task") != task:
+        raise SystemExit(
+            f"these failure modes are {task}'s; the checkpoint's task is {meta.get('task')}"
+        )
+    return as_episode_policy(policy, te), sim.make(task, **env_kwargs(meta))
+
+
 def main(argv: list[str]) -> dict[str, Any]:
     args = key_values(
         argv,
@@ -35,23 +52,11 @@ def main(argv: list[str]) -> dict[str, Any]:
         __doc__,
         required="checkpoint",
     )  # fmt: skip
-    torch.set_num_threads(1)
-    policy, model, meta, te = load_checkpoint(args["checkpoint"])
-    if model is policy:  # a train-bc base: run it as the residual runs it, from its mean noise
-        set_noise_scale(model, 0.0)
-    if args["noise_scale"]:
-        set_noise_scale(model, float(args["noise_scale"]), "noise_scale")
-    if meta.get("task") != "lift":
-        raise SystemExit(
-            f"the grasp failure modes are lift's; the checkpoint's task is {meta.get('task')}"
-        )
-    env = sim.make("lift", **env_kwargs(meta))
+    policy, env = policy_and_env(args["checkpoint"], args["noise_scale"], "lift")
     n, seed = int(args["episodes"]), int(args["seed"])
     offsets = constant_offsets(7) if args["offsets"].lower() == "true" else None
     with torch.no_grad():
-        out = grasp_failures(
-            env, as_episode_policy(policy, te), episodes=n, seed=seed, offsets=offsets
-        )
+        out = grasp_failures(env, policy, episodes=n, seed=seed, offsets=offsets)
     env.close()
     return {"checkpoint": args["checkpoint"], "episodes": n, "seed": seed, **out}
 

@@ -1,0 +1,146 @@
+"""Where a peg_insert policy fails: each episode classified by where the peg first touched down.
+
+A peg_insert episode is decided when the peg's lower end first comes down to the block's top:
+within about a millimetre of the hole's centre the chamfer guides it in, further off it lands on
+the rim or the block and a policy cloned from clean demos rarely backs off to realign.
+:func:`peg_failures` runs a policy on seeded episodes, counts each mode and gives the spread of
+the touchdown's horizontal error for the successes and the failures: how far off the failures
+are, so how large and how precise a correction has to be. With ``noise_std`` it adds independent
+per-step Gaussian noise to the first ``noise_steps`` actions of every episode (before the
+touchdown, where it only perturbs the approach): what exploration there costs.
+
+Frames and units: positions are the env's ``state/peg_pos`` / ``state/peg_quat`` /
+``state/hole_pos`` (base frame, metres; reported in millimetres); actions and noise are the env's
+normalised action units (translation 0-2, rotation 3-5, gripper 6; the gripper gets no noise).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from controllers.rotations import quat_to_mat
+from robotrl.evaluation import EpisodePolicy
+from sim.tasks.peg_insert import HOLE_DEPTH, PEG_HALF_LEN
+
+MODES = ("success", "entered_short", "touched_off", "never_touched")
+TOUCH = 0.001  # [m] the peg's lower end this close above the block top counts as touching down
+ALIGNED = 0.001  # [m] a touchdown within this of the hole's centre is aligned (the expert's bar)
+
+
+@dataclass(frozen=True)
+class PegRecord:
+    """One episode: its outcome and where the peg first touched down.
+
+    Attributes:
+        success: the task's success flag at any step.
+        touch_xy_error: horizontal distance of the peg's lower end from the hole's centre [m] at
+            the first step it is within :data:`TOUCH` of the block top, None if it never is.
+        touch_step: that step's index, None if there is none.
+        steps: the episode's length.
+    """
+
+    success: bool
+    touch_xy_error: float | None
+    touch_step: int | None
+    steps: int
+
+
+def classify(record: PegRecord) -> str:
+    """The failure mode of one episode, one of :data:`MODES`."""
+    if record.success:
+        return "success"
+    if record.touch_xy_error is None:
+        return "never_touched"
+    return "entered_short" if record.touch_xy_error < ALIGNED else "touched_off"
+
+
+def peg_bottom(obs: dict[str, np.ndarray]) -> np.ndarray:
+    """(3,) centre of the peg's lower end [m] from ``state/peg_pos`` and ``state/peg_quat``."""
+    axis = quat_to_mat(np.asarray(obs["state/peg_quat"], dtype=float))[:, 2]
+    sign = np.sign(-axis[2]) or -1.0
+    return np.asarray(obs["state/peg_pos"], dtype=float) + sign * axis * PEG_HALF_LEN
+
+
+def record_episode(
+    env: Any,
+    policy: EpisodePolicy,
+    seed: int,
+    *,
+    noise_std: float = 0.0,
+    noise_steps: int = 0,
+    rng: np.random.Generator | None = None,
+) -> PegRecord:
+    """Run ``policy`` on the peg_insert episode reset with ``seed``; with ``noise_std`` > 0,
+    N(0, noise_std^2) (cut at 2 std, from ``rng``) is added to the translation and rotation of
+    each of the first ``noise_steps`` actions (clipped to [-1, 1])."""
+    obs, _ = env.reset(seed=seed)
+    policy.reset()
+    rng = rng or np.random.default_rng(seed)
+    success, touch, touch_step, t = False, None, None, 0
+    while True:
+        action = np.asarray(policy(obs), dtype=np.float64)
+        if noise_std > 0 and t < noise_steps:
+            noise = np.clip(rng.standard_normal(action.shape), -2.0, 2.0) * noise_std
+            noise[6:] = 0.0
+            action = np.clip(action + noise, -1.0, 1.0)
+        obs, _, terminated, truncated, info = env.step(action.astype(np.float32))
+        t += 1
+        if touch is None:
+            bottom = peg_bottom(obs)
+            if bottom[2] < HOLE_DEPTH + TOUCH:
+                touch = float(np.linalg.norm(bottom[:2] - obs["state/hole_pos"][:2]))
+                touch_step = t
+        success = success or bool(info.get("success", False))
+        if success or terminated or truncated:
+            return PegRecord(success, touch, touch_step, t)
+
+
+def _percentiles(values: list[float]) -> list[float] | None:
+    """10th, 50th and 90th percentile in millimetres (None without values)."""
+    if not values:
+        return None
+    return [round(float(v) * 1000, 2) for v in np.percentile(values, [10, 50, 90])]
+
+
+def peg_failures(
+    env: Any,
+    policy: EpisodePolicy,
+    *,
+    episodes: int,
+    seed: int,
+    noise_std: float = 0.0,
+    noise_steps: int = 0,
+) -> dict[str, Any]:
+    """``{"modes": {mode: episodes}, "success_rate", "touch_xy_mm": {"success": [p10, p50, p90],
+    "failure": [...]}, "touch_step_median"}`` over episodes ``seed + i`` (noise from one
+    generator seeded with ``seed``).
+
+    Raises:
+        ValueError: ``episodes`` < 1, or a negative or non-finite ``noise_std``.
+    """
+    if episodes < 1:
+        raise ValueError(f"episodes must be >= 1, got {episodes}")
+    if not (np.isfinite(noise_std) and noise_std >= 0):
+        raise ValueError(f"noise_std must be finite and >= 0, got {noise_std}")
+    rng = np.random.default_rng(seed)
+    records = [
+        record_episode(env, policy, seed + i, noise_std=noise_std, noise_steps=noise_steps, rng=rng)
+        for i in range(episodes)
+    ]
+    modes = Counter(classify(r) for r in records)
+    ok = [r.touch_xy_error for r in records if r.touch_xy_error is not None and r.success]
+    off = [r.touch_xy_error for r in records if r.touch_xy_error is not None and not r.success]
+    steps = [r.touch_step for r in records if r.touch_step is not None]
+    return {
+        "modes": {m: modes[m] for m in MODES if modes[m]},
+        "success_rate": modes["success"] / episodes,
+        "touch_xy_mm": {
+            "success": _percentiles(ok),
+            "failure": _percentiles(off),
+        },
+        "touch_step_median": float(np.median(steps)) if steps else None,
+    }
