@@ -1,7 +1,7 @@
 """Where does a peg_insert policy fail, and what does noise on its approach cost? Prints JSON.
 
 Usage: python bench/peg_failures.py checkpoint=<train-bc or train-rl checkpoint>
-    [episodes=100] [seed=200000] [noise_std=0] [noise_steps=30]
+    [episodes=100] [seed=200000] [noise_std=0] [noise_steps=30] [servo_gain=0]
     [noise_scale=<a base: 0; a residual: its own>]
 
 Classifies each episode ``seed + i`` by :mod:`robotrl.benchmarks.peg_failures` (success, touched
@@ -9,7 +9,9 @@ down aligned but not in, touched down off the hole's centre, never touched down)
 touchdown's horizontal error [mm] of successes and failures. With ``noise_std`` > 0 the first
 ``noise_steps`` actions of every episode get independent per-step noise of that std [action
 units] on translation and rotation: the success left shows what exploring the approach alone
-costs the policy.
+costs the policy. With ``servo_gain`` > 0 a scripted residual corrects x and y by that fraction
+of the peg tip's offset from the hole's centre per step, near the block and within the residual's
+default bound: what a residual that aims would reach.
 """
 
 from __future__ import annotations
@@ -29,18 +31,20 @@ def main(argv: list[str]) -> dict[str, Any]:
     args = key_values(
         argv,
         {"checkpoint": "", "episodes": "100", "seed": "200000", "noise_std": "0",
-         "noise_steps": "30", "noise_scale": ""},
+         "noise_steps": "30", "noise_scale": "", "servo_gain": "0"},
         __doc__,
         required="checkpoint",
     )  # fmt: skip
     policy, env = policy_and_env(args["checkpoint"], args["noise_scale"], "peg_insert")
     n, seed = int(args["episodes"]), int(args["seed"])
-    std, steps = float(args["noise_std"]), int(args["noise_steps"])
+    std, steps, gain = float(args["noise_std"]), int(args["noise_steps"]), float(args["servo_gain"])
     with torch.no_grad():
-        out = peg_failures(env, policy, episodes=n, seed=seed, noise_std=std, noise_steps=steps)
+        out = peg_failures(
+            env, policy, episodes=n, seed=seed, noise_std=std, noise_steps=steps, servo_gain=gain
+        )
     env.close()
     return {"checkpoint": args["checkpoint"], "episodes": n, "seed": seed, "noise_std": std,
-            "noise_steps": steps, **out}  # fmt: skip
+            "noise_steps": steps, "servo_gain": gain, **out}  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The peg_insert failure modes: the classification of an episode's record, the peg's lower end
 from its pose, the scripted expert's episodes are aligned successes, a policy that holds still
-never touches down, and bad arguments are refused."""
+never touches down, the servo's correction and what it does for a misaimed policy, and bad
+arguments are refused."""
 
 import numpy as np
 import pytest
@@ -8,12 +9,15 @@ import pytest
 import sim
 from robotrl.benchmarks.peg_failures import (
     ALIGNED,
+    SERVO_BOUND,
+    SERVO_ZONE,
     PegRecord,
     classify,
     peg_bottom,
     peg_failures,
+    servo,
 )
-from sim.tasks.peg_insert import PEG_HALF_LEN
+from sim.tasks.peg_insert import HOLE_DEPTH, PEG_HALF_LEN
 
 
 @pytest.mark.parametrize(
@@ -37,17 +41,36 @@ def test_the_lower_end_of_an_upright_or_upside_down_peg() -> None:
         np.testing.assert_allclose(peg_bottom(obs), pos - [0.0, 0.0, PEG_HALF_LEN], atol=1e-12)
 
 
+def _peg_over_hole(tip_height: float, offset_xy: tuple[float, float]) -> dict:
+    hole = np.array([0.55, 0.0, HOLE_DEPTH])
+    peg = hole + np.array([*offset_xy, tip_height + PEG_HALF_LEN])
+    return {"state/hole_pos": hole, "state/peg_pos": peg, "state/peg_quat": np.r_[1.0, 0, 0, 0]}
+
+
+def test_the_servo_corrects_a_fraction_of_the_offset_within_the_bound_near_the_block() -> None:
+    near = _peg_over_hole(0.01, (0.001, -0.0005))  # tip 1 mm +x, 0.5 mm -y of the centre
+    np.testing.assert_allclose(servo(near, 0.5, 0.02), [-0.025, 0.0125], atol=1e-9)
+    far_off = _peg_over_hole(0.01, (0.02, -0.02))
+    np.testing.assert_allclose(servo(far_off, 1.0, 0.02), [-SERVO_BOUND, SERVO_BOUND])
+    high = _peg_over_hole(SERVO_ZONE + 0.005, (0.001, 0.0))
+    assert not servo(high, 1.0, 0.02).any()
+
+
 class _Expert:
     """The scripted peg_insert expert, or a policy that holds still (an episode policy)."""
 
-    def __init__(self, env, hold: bool = False) -> None:
+    def __init__(self, env, hold: bool = False, aim_off: float = 0.0) -> None:
         self.expert, self.hold = sim.make_expert("peg_insert", env), hold
+        self.aim_off = aim_off  # [m] along x: the expert aims at a hole this far off
 
     def reset(self) -> None:
         self.expert.reset()
 
     def __call__(self, obs):
-        return np.r_[np.zeros(6), 1.0] if self.hold else self.expert(obs)
+        if self.hold:
+            return np.r_[np.zeros(6), 1.0]
+        seen = {**obs, "state/hole_pos": obs["state/hole_pos"] + [self.aim_off, 0.0, 0.0]}
+        return self.expert(seen)
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +92,18 @@ def test_a_policy_that_holds_still_never_touches_down(env) -> None:
     assert out["modes"] == {"never_touched": 1} and out["touch_step_median"] is None
 
 
+def test_the_servo_pulls_a_misaimed_policys_touchdown_towards_the_centre(env) -> None:
+    misaimed = _Expert(env, aim_off=0.0025)
+    alone = peg_failures(env, misaimed, episodes=1, seed=0)
+    served = peg_failures(env, misaimed, episodes=1, seed=0, servo_gain=1.0)
+    assert alone["modes"] == {"touched_off": 1}
+    served_mm = next(mm for mm in served["touch_xy_mm"].values() if mm)[1]  # success or not
+    assert served_mm < 0.6 * alone["touch_xy_mm"]["failure"][1]
+
+
 @pytest.mark.parametrize(("episodes", "std"), [(0, 0.0), (1, -0.1), (1, float("nan"))])
 def test_bad_arguments_are_refused(env, episodes, std) -> None:
     with pytest.raises(ValueError, match="must be"):
         peg_failures(env, _Expert(env), episodes=episodes, seed=0, noise_std=std)
+    with pytest.raises(ValueError, match="servo_gain must be"):
+        peg_failures(env, _Expert(env), episodes=1, seed=0, servo_gain=-std - 1.0)

@@ -7,7 +7,11 @@ the rim or the block and a policy cloned from clean demos rarely backs off to re
 the touchdown's horizontal error for the successes and the failures: how far off the failures
 are, so how large and how precise a correction has to be. With ``noise_std`` it adds independent
 per-step Gaussian noise to the first ``noise_steps`` actions of every episode (before the
-touchdown, where it only perturbs the approach): what exploration there costs.
+touchdown, where it only perturbs the approach): what exploration there costs. With
+``servo_gain`` it adds a scripted residual to every action while the peg's lower end is within
+:data:`SERVO_ZONE` above the block: a proportional correction of the tip's horizontal offset from
+the hole's centre, bounded as the residual's default bound: what a residual could reach that
+aims, without learning.
 
 Frames and units: positions are the env's ``state/peg_pos`` / ``state/peg_quat`` /
 ``state/hole_pos`` (base frame, metres; reported in millimetres); actions and noise are the env's
@@ -23,12 +27,15 @@ from typing import Any
 import numpy as np
 
 from controllers.rotations import quat_to_mat
+from robotrl.algos.residual import ResidualConfig
 from robotrl.evaluation import EpisodePolicy
 from sim.tasks.peg_insert import HOLE_DEPTH, PEG_HALF_LEN
 
 MODES = ("success", "entered_short", "touched_off", "never_touched")
 TOUCH = 0.001  # [m] the peg's lower end this close above the block top counts as touching down
 ALIGNED = 0.001  # [m] a touchdown within this of the hole's centre is aligned (the expert's bar)
+SERVO_ZONE = 0.03  # [m] the servo acts while the peg's lower end is this close above the block top
+SERVO_BOUND = ResidualConfig.scale  # [action units] per axis, the residual's default bound
 
 
 @dataclass(frozen=True)
@@ -65,6 +72,18 @@ def peg_bottom(obs: dict[str, np.ndarray]) -> np.ndarray:
     return np.asarray(obs["state/peg_pos"], dtype=float) + sign * axis * PEG_HALF_LEN
 
 
+def servo(obs: dict[str, np.ndarray], gain: float, max_dpos: float) -> np.ndarray:
+    """(2,) x-y correction [action units]: ``gain`` times the peg's lower end's horizontal
+    offset from the hole's centre, per ``max_dpos`` [m per action unit], each axis bounded by
+    :data:`SERVO_BOUND`; zero while the lower end is more than :data:`SERVO_ZONE` above the
+    block top. ``gain`` 1 commands the whole offset in one step."""
+    tip = peg_bottom(obs)
+    if tip[2] > HOLE_DEPTH + SERVO_ZONE:
+        return np.zeros(2)
+    offset = np.asarray(obs["state/hole_pos"], dtype=float)[:2] - tip[:2]
+    return np.clip(gain * offset / max_dpos, -SERVO_BOUND, SERVO_BOUND)
+
+
 def record_episode(
     env: Any,
     policy: EpisodePolicy,
@@ -72,11 +91,13 @@ def record_episode(
     *,
     noise_std: float = 0.0,
     noise_steps: int = 0,
+    servo_gain: float = 0.0,
     rng: np.random.Generator | None = None,
 ) -> PegRecord:
     """Run ``policy`` on the peg_insert episode reset with ``seed``; with ``noise_std`` > 0,
     N(0, noise_std^2) (cut at 2 std, from ``rng``) is added to the translation and rotation of
-    each of the first ``noise_steps`` actions (clipped to [-1, 1])."""
+    each of the first ``noise_steps`` actions; with ``servo_gain`` > 0, :func:`servo` is added
+    to the x and y of every action (the sum clipped to [-1, 1])."""
     obs, _ = env.reset(seed=seed)
     policy.reset()
     rng = rng or np.random.default_rng(seed)
@@ -87,6 +108,8 @@ def record_episode(
             noise = np.clip(rng.standard_normal(action.shape), -2.0, 2.0) * noise_std
             noise[6:] = 0.0
             action = np.clip(action + noise, -1.0, 1.0)
+        if servo_gain > 0:
+            action[:2] = np.clip(action[:2] + servo(obs, servo_gain, env.max_dpos), -1.0, 1.0)
         obs, _, terminated, truncated, info = env.step(action.astype(np.float32))
         t += 1
         if touch is None:
@@ -114,23 +137,31 @@ def peg_failures(
     seed: int,
     noise_std: float = 0.0,
     noise_steps: int = 0,
+    servo_gain: float = 0.0,
 ) -> dict[str, Any]:
     """``{"modes": {mode: episodes}, "success_rate", "touch_xy_mm": {"success": [p10, p50, p90],
     "failure": [...]}, "touch_step_median"}`` over episodes ``seed + i`` (noise from one
     generator seeded with ``seed``).
 
     Raises:
-        ValueError: ``episodes`` < 1, or a negative or non-finite ``noise_std``.
+        ValueError: ``episodes`` < 1, or a negative or non-finite ``noise_std`` or
+            ``servo_gain``.
     """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     if not (np.isfinite(noise_std) and noise_std >= 0):
         raise ValueError(f"noise_std must be finite and >= 0, got {noise_std}")
+    if not (np.isfinite(servo_gain) and servo_gain >= 0):
+        raise ValueError(f"servo_gain must be finite and >= 0, got {servo_gain}")
     rng = np.random.default_rng(seed)
-    records = [
-        record_episode(env, policy, seed + i, noise_std=noise_std, noise_steps=noise_steps, rng=rng)
-        for i in range(episodes)
-    ]
+
+    def run(i: int) -> PegRecord:
+        return record_episode(
+            env, policy, seed + i, noise_std=noise_std, noise_steps=noise_steps,
+            servo_gain=servo_gain, rng=rng,
+        )  # fmt: skip
+
+    records = [run(i) for i in range(episodes)]
     modes = Counter(classify(r) for r in records)
     ok = [r.touch_xy_error for r in records if r.touch_xy_error is not None and r.success]
     off = [r.touch_xy_error for r in records if r.touch_xy_error is not None and not r.success]
