@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict
 from typing import Any
 
 import torch
 from grasp_failures import policy_and_env  # bench/: run as python bench/peg_failures.py
 
 from robotrl.benchmarks.arguments import key_values
-from robotrl.benchmarks.peg_failures import peg_failures
+from robotrl.benchmarks.peg_failures import Perturbation, peg_failures
 
 
 def main(argv: list[str]) -> dict[str, Any]:
@@ -37,14 +38,14 @@ def main(argv: list[str]) -> dict[str, Any]:
     )  # fmt: skip
     policy, env = policy_and_env(args["checkpoint"], args["noise_scale"], "peg_insert")
     n, seed = int(args["episodes"]), int(args["seed"])
-    std, steps, gain = float(args["noise_std"]), int(args["noise_steps"]), float(args["servo_gain"])
+    change = Perturbation(
+        float(args["noise_std"]), int(args["noise_steps"]), float(args["servo_gain"])
+    )
     with torch.no_grad():
-        out = peg_failures(
-            env, policy, episodes=n, seed=seed, noise_std=std, noise_steps=steps, servo_gain=gain
-        )
+        out = peg_failures(env, policy, episodes=n, seed=seed, change=change)
     env.close()
-    return {"checkpoint": args["checkpoint"], "episodes": n, "seed": seed, "noise_std": std,
-            "noise_steps": steps, "servo_gain": gain, **out}  # fmt: skip
+    return {"checkpoint": args["checkpoint"], "episodes": n, "seed": seed, **asdict(change),
+            **out}  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from robotrl.benchmarks.peg_failures import (
     SERVO_BOUND,
     SERVO_ZONE,
     PegRecord,
+    Perturbation,
     classify,
     peg_bottom,
     peg_failures,
@@ -41,19 +42,19 @@ def test_the_lower_end_of_an_upright_or_upside_down_peg() -> None:
         np.testing.assert_allclose(peg_bottom(obs), pos - [0.0, 0.0, PEG_HALF_LEN], atol=1e-12)
 
 
-def _peg_over_hole(tip_height: float, offset_xy: tuple[float, float]) -> dict:
+def _peg_over_hole(tip_height: float, offset_xy: tuple[float, float]) -> tuple:
+    """(the peg's lower end, the hole's centre) [m] with the tip this far above and off it."""
     hole = np.array([0.55, 0.0, HOLE_DEPTH])
-    peg = hole + np.array([*offset_xy, tip_height + PEG_HALF_LEN])
-    return {"state/hole_pos": hole, "state/peg_pos": peg, "state/peg_quat": np.r_[1.0, 0, 0, 0]}
+    return hole + np.array([*offset_xy, tip_height]), hole
 
 
 def test_the_servo_corrects_a_fraction_of_the_offset_within_the_bound_near_the_block() -> None:
     near = _peg_over_hole(0.01, (0.001, -0.0005))  # tip 1 mm +x, 0.5 mm -y of the centre
-    np.testing.assert_allclose(servo(near, 0.5, 0.02), [-0.025, 0.0125], atol=1e-9)
+    np.testing.assert_allclose(servo(*near, 0.5, 0.02), [-0.025, 0.0125], atol=1e-9)
     far_off = _peg_over_hole(0.01, (0.02, -0.02))
-    np.testing.assert_allclose(servo(far_off, 1.0, 0.02), [-SERVO_BOUND, SERVO_BOUND])
+    np.testing.assert_allclose(servo(*far_off, 1.0, 0.02), [-SERVO_BOUND, SERVO_BOUND])
     high = _peg_over_hole(SERVO_ZONE + 0.005, (0.001, 0.0))
-    assert not servo(high, 1.0, 0.02).any()
+    assert not servo(*high, 1.0, 0.02).any()
 
 
 class _Expert:
@@ -95,7 +96,7 @@ def test_a_policy_that_holds_still_never_touches_down(env) -> None:
 def test_the_servo_pulls_a_misaimed_policys_touchdown_towards_the_centre(env) -> None:
     misaimed = _Expert(env, aim_off=0.0025)
     alone = peg_failures(env, misaimed, episodes=1, seed=0)
-    served = peg_failures(env, misaimed, episodes=1, seed=0, servo_gain=1.0)
+    served = peg_failures(env, misaimed, episodes=1, seed=0, change=Perturbation(servo_gain=1.0))
     assert alone["modes"] == {"touched_off": 1}
     served_mm = next(mm for mm in served["touch_xy_mm"].values() if mm)[1]  # success or not
     assert served_mm < 0.6 * alone["touch_xy_mm"]["failure"][1]
@@ -104,6 +105,7 @@ def test_the_servo_pulls_a_misaimed_policys_touchdown_towards_the_centre(env) ->
 @pytest.mark.parametrize(("episodes", "std"), [(0, 0.0), (1, -0.1), (1, float("nan"))])
 def test_bad_arguments_are_refused(env, episodes, std) -> None:
     with pytest.raises(ValueError, match="must be"):
-        peg_failures(env, _Expert(env), episodes=episodes, seed=0, noise_std=std)
+        change = Perturbation(noise_std=std)
+        peg_failures(env, _Expert(env), episodes=episodes, seed=0, change=change)
     with pytest.raises(ValueError, match="servo_gain must be"):
-        peg_failures(env, _Expert(env), episodes=1, seed=0, servo_gain=-std - 1.0)
+        Perturbation(servo_gain=-std - 1.0)

@@ -5,13 +5,13 @@ within about a millimetre of the hole's centre the chamfer guides it in, further
 the rim or the block and a policy cloned from clean demos rarely backs off to realign.
 :func:`peg_failures` runs a policy on seeded episodes, counts each mode and gives the spread of
 the touchdown's horizontal error for the successes and the failures: how far off the failures
-are, so how large and how precise a correction has to be. With ``noise_std`` it adds independent
-per-step Gaussian noise to the first ``noise_steps`` actions of every episode (before the
-touchdown, where it only perturbs the approach): what exploration there costs. With
-``servo_gain`` it adds a scripted residual to every action while the peg's lower end is within
-:data:`SERVO_ZONE` above the block: a proportional correction of the tip's horizontal offset from
-the hole's centre, bounded as the residual's default bound: what a residual could reach that
-aims, without learning.
+are, so how large and how precise a correction has to be. A :class:`Perturbation` changes
+the policy's actions: independent per-step Gaussian noise on the first ``noise_steps`` actions
+of every episode (before the touchdown, where it only perturbs the approach: what exploration
+there costs), and a scripted residual while the peg's lower end is within :data:`SERVO_ZONE`
+above the block (:func:`servo`, a proportional correction of the tip's horizontal offset from
+the hole's centre within the residual's default bound: what a residual that aims could reach,
+without learning).
 
 Frames and units: positions are the env's ``state/peg_pos`` / ``state/peg_quat`` /
 ``state/hole_pos`` (base frame, metres; reported in millimetres); actions and noise are the env's
@@ -72,15 +72,40 @@ def peg_bottom(obs: dict[str, np.ndarray]) -> np.ndarray:
     return np.asarray(obs["state/peg_pos"], dtype=float) + sign * axis * PEG_HALF_LEN
 
 
-def servo(obs: dict[str, np.ndarray], gain: float, max_dpos: float) -> np.ndarray:
-    """(2,) x-y correction [action units]: ``gain`` times the peg's lower end's horizontal
-    offset from the hole's centre, per ``max_dpos`` [m per action unit], each axis bounded by
-    :data:`SERVO_BOUND`; zero while the lower end is more than :data:`SERVO_ZONE` above the
-    block top. ``gain`` 1 commands the whole offset in one step."""
-    tip = peg_bottom(obs)
+@dataclass(frozen=True)
+class Perturbation:
+    """What :func:`record_episode` changes in a policy's actions (the defaults: nothing).
+
+    Attributes:
+        noise_std: std [action units] of independent Gaussian noise (cut at 2 std) on the
+            translation and rotation of each of the first ``noise_steps`` actions.
+        noise_steps: how many actions from the episode's start get that noise.
+        servo_gain: gain of :func:`servo`, added to the x and y of every action (0: none).
+
+    Raises:
+        ValueError: a negative or non-finite ``noise_std`` or ``servo_gain``.
+    """
+
+    noise_std: float = 0.0
+    noise_steps: int = 0
+    servo_gain: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("noise_std", "servo_gain"):
+            value = getattr(self, name)
+            if not (np.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be finite and >= 0, got {value}")
+
+
+def servo(tip: np.ndarray, hole: np.ndarray, gain: float, max_dpos: float) -> np.ndarray:
+    """(2,) x-y correction [action units]: ``gain`` times the horizontal offset of the peg's
+    lower end ``tip`` (3,) from the hole's centre ``hole`` (3,) [m, base frame], per
+    ``max_dpos`` [m per action unit], each axis bounded by :data:`SERVO_BOUND`; zero while the
+    lower end is more than :data:`SERVO_ZONE` above the block top. ``gain`` 1 commands the whole
+    offset in one step."""
     if tip[2] > HOLE_DEPTH + SERVO_ZONE:
         return np.zeros(2)
-    offset = np.asarray(obs["state/hole_pos"], dtype=float)[:2] - tip[:2]
+    offset = np.asarray(hole, dtype=float)[:2] - tip[:2]
     return np.clip(gain * offset / max_dpos, -SERVO_BOUND, SERVO_BOUND)
 
 
@@ -88,35 +113,31 @@ def record_episode(
     env: Any,
     policy: EpisodePolicy,
     seed: int,
-    *,
-    noise_std: float = 0.0,
-    noise_steps: int = 0,
-    servo_gain: float = 0.0,
+    change: Perturbation = Perturbation(),
     rng: np.random.Generator | None = None,
 ) -> PegRecord:
-    """Run ``policy`` on the peg_insert episode reset with ``seed``; with ``noise_std`` > 0,
-    N(0, noise_std^2) (cut at 2 std, from ``rng``) is added to the translation and rotation of
-    each of the first ``noise_steps`` actions; with ``servo_gain`` > 0, :func:`servo` is added
-    to the x and y of every action (the sum clipped to [-1, 1])."""
+    """Run ``policy`` on the peg_insert episode reset with ``seed``, its actions changed as
+    ``change`` says (noise from ``rng``; each changed action clipped to [-1, 1])."""
     obs, _ = env.reset(seed=seed)
     policy.reset()
     rng = rng or np.random.default_rng(seed)
     success, touch, touch_step, t = False, None, None, 0
+    bottom = peg_bottom(obs)
     while True:
         action = np.asarray(policy(obs), dtype=np.float64)
-        if noise_std > 0 and t < noise_steps:
-            noise = np.clip(rng.standard_normal(action.shape), -2.0, 2.0) * noise_std
+        if change.noise_std > 0 and t < change.noise_steps:
+            noise = np.clip(rng.standard_normal(action.shape), -2.0, 2.0) * change.noise_std
             noise[6:] = 0.0
             action = np.clip(action + noise, -1.0, 1.0)
-        if servo_gain > 0:
-            action[:2] = np.clip(action[:2] + servo(obs, servo_gain, env.max_dpos), -1.0, 1.0)
+        if change.servo_gain > 0:
+            fix = servo(bottom, obs["state/hole_pos"], change.servo_gain, env.max_dpos)
+            action[:2] = np.clip(action[:2] + fix, -1.0, 1.0)
         obs, _, terminated, truncated, info = env.step(action.astype(np.float32))
         t += 1
-        if touch is None:
-            bottom = peg_bottom(obs)
-            if bottom[2] < HOLE_DEPTH + TOUCH:
-                touch = float(np.linalg.norm(bottom[:2] - obs["state/hole_pos"][:2]))
-                touch_step = t
+        bottom = peg_bottom(obs)
+        if touch is None and bottom[2] < HOLE_DEPTH + TOUCH:
+            touch = float(np.linalg.norm(bottom[:2] - obs["state/hole_pos"][:2]))
+            touch_step = t
         success = success or bool(info.get("success", False))
         if success or terminated or truncated:
             return PegRecord(success, touch, touch_step, t)
@@ -135,33 +156,19 @@ def peg_failures(
     *,
     episodes: int,
     seed: int,
-    noise_std: float = 0.0,
-    noise_steps: int = 0,
-    servo_gain: float = 0.0,
+    change: Perturbation = Perturbation(),
 ) -> dict[str, Any]:
     """``{"modes": {mode: episodes}, "success_rate", "touch_xy_mm": {"success": [p10, p50, p90],
-    "failure": [...]}, "touch_step_median"}`` over episodes ``seed + i`` (noise from one
-    generator seeded with ``seed``).
+    "failure": [...]}, "touch_step_median"}`` over episodes ``seed + i``, the policy's actions
+    changed as ``change`` says (noise from one generator seeded with ``seed``).
 
     Raises:
-        ValueError: ``episodes`` < 1, or a negative or non-finite ``noise_std`` or
-            ``servo_gain``.
+        ValueError: ``episodes`` < 1.
     """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
-    if not (np.isfinite(noise_std) and noise_std >= 0):
-        raise ValueError(f"noise_std must be finite and >= 0, got {noise_std}")
-    if not (np.isfinite(servo_gain) and servo_gain >= 0):
-        raise ValueError(f"servo_gain must be finite and >= 0, got {servo_gain}")
     rng = np.random.default_rng(seed)
-
-    def run(i: int) -> PegRecord:
-        return record_episode(
-            env, policy, seed + i, noise_std=noise_std, noise_steps=noise_steps,
-            servo_gain=servo_gain, rng=rng,
-        )  # fmt: skip
-
-    records = [run(i) for i in range(episodes)]
+    records = [record_episode(env, policy, seed + i, change, rng) for i in range(episodes)]
     modes = Counter(classify(r) for r in records)
     ok = [r.touch_xy_error for r in records if r.touch_xy_error is not None and r.success]
     off = [r.touch_xy_error for r in records if r.touch_xy_error is not None and not r.success]
