@@ -55,7 +55,8 @@ def _run(node: PolicyNode, sim_node: SimRobotNode, thread: threading.Thread):
 
 def _cfg(ckpt: str, **kw) -> PolicyNodeConfig:
     base = dict(profile="sim", checkpoint=ckpt, control_hz=20.0, policy_hz=20.0)
-    base.update(max_episode_steps=6, episodes=2, seed=7, state_timeout_s=0.2)
+    # the watchdog is not under test here: a bound a loaded machine's scheduler cannot miss
+    base.update(max_episode_steps=6, episodes=2, seed=7, state_timeout_s=2.0)
     base.update(kw)
     return PolicyNodeConfig(**base)
 
