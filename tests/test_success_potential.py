@@ -1,0 +1,119 @@
+"""The success potential and its greedy steps: a peg_insert observation's state vector, Φ ranks
+aligned states above misaligned ones, the greedy correction points at the hole and is withheld
+below the margin, policy iteration lifts a policy that never aims, and bad input is refused.
+
+A toy peg env stands in for peg_insert: the peg starts a few millimetres off the hole and comes
+down in ten steps; the episode succeeds when it arrives within 1.5 mm."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import sim
+from robotrl.benchmarks.success_potential import (
+    PEG,
+    STATE_DIM,
+    STATE_KEYS,
+    TRANSLATION_M,
+    Greedy,
+    SuccessPotential,
+    fit_potential,
+    policy_iteration,
+    rollouts,
+    state_vector,
+)
+
+START_MM, TOLERANCE_MM, STEPS = 4.0, 1.5, 10
+
+
+class ToyPeg:
+    """Peg x-y offset from the hole uniform in +-4 mm; actions move it by action * 2 cm."""
+
+    def reset(self, seed: int) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        rng = np.random.default_rng(seed)
+        self.xy = rng.uniform(-START_MM, START_MM, 2) / 1000
+        self.t = 0
+        return self._obs(), {}
+
+    def _obs(self) -> dict[str, np.ndarray]:
+        obs = {k: np.zeros(3 if k.endswith("_pos") else 6, np.float32) for k in STATE_KEYS}
+        obs["state/joint_pos"] = np.zeros(7, np.float32)
+        peg = np.array([*self.xy, 0.05 - 0.005 * self.t], np.float32)
+        obs["state/peg_pos"] = obs["state/ee_pos"] = peg
+        return obs
+
+    def step(self, action: np.ndarray) -> tuple[dict[str, np.ndarray], float, bool, bool, dict]:
+        self.xy = self.xy + np.asarray(action[:2]) * TRANSLATION_M
+        self.t += 1
+        done = self.t == STEPS
+        ok = done and float(np.linalg.norm(self.xy)) < TOLERANCE_MM / 1000
+        return self._obs(), float(ok), ok, done and not ok, {"success": ok}
+
+
+class Still:
+    """A policy that never aims."""
+
+    def reset(self) -> None:
+        pass
+
+    def __call__(self, obs: dict[str, np.ndarray]) -> np.ndarray:
+        return np.zeros(7, np.float32)
+
+
+@pytest.fixture(scope="module")
+def phi() -> SuccessPotential:
+    """Φ of the still policy's toy episodes (about a tenth succeed)."""
+    return fit_potential(rollouts(ToyPeg(), Still(), 300, seed=0), steps=200)
+
+
+def test_a_peg_insert_observation_is_one_state_vector() -> None:
+    env = sim.make("peg_insert")
+    obs, _ = env.reset(seed=0)
+    env.close()
+    state = state_vector(obs)
+    assert state.shape == (STATE_DIM,)
+    assert np.allclose(state[PEG], obs["state/peg_pos"])
+
+
+def test_a_state_without_the_peg_is_refused() -> None:
+    with pytest.raises(ValueError, match="peg_insert"):
+        state_vector({"state/ee_pos": np.zeros(3)})
+
+
+def test_the_potential_ranks_aligned_states_above_misaligned_ones(phi: SuccessPotential) -> None:
+    state = state_vector(ToyPeg().reset(0)[0])
+    aligned, off = state.copy(), state.copy()
+    aligned[PEG.start : PEG.start + 2] = 0.0
+    off[PEG.start : PEG.start + 2] = [0.004, 0.0]
+    assert phi.probability(aligned) > phi.probability(off) + 0.2
+
+
+def test_the_greedy_correction_points_at_the_hole_and_waits_below_the_margin(
+    phi: SuccessPotential,
+) -> None:
+    state = state_vector(ToyPeg().reset(0)[0])
+    state[PEG.start : PEG.start + 2] = state[0:2] = [0.003, 0.0]
+    dx, dy = Greedy(bound=0.05, grid=5, margin=0.0).correction(phi, state)
+    assert dx < 0 and abs(dy) <= abs(dx)
+    assert np.all(Greedy(margin=1.0).correction(phi, state) == 0)
+
+
+def test_policy_iteration_lifts_a_policy_that_never_aims() -> None:
+    rows = policy_iteration(
+        ToyPeg(), Still(), iterations=1, base_episodes=300, eval_episodes=50, noise_std=0.0,
+        fit_steps=200,
+    )  # fmt: skip
+    assert [r["iteration"] for r in rows] == [0, 1]
+    assert rows[1]["env_steps"] == 300 * STEPS
+    assert rows[1]["success"] > rows[0]["success"] + 0.3
+
+
+def test_data_of_one_outcome_and_bad_greedy_settings_are_refused() -> None:
+    failures = [(np.zeros((3, STATE_DIM), np.float32), False)] * 4
+    with pytest.raises(ValueError, match="successful and failed"):
+        fit_potential(failures, steps=1)
+    with pytest.raises(ValueError, match="bound > 0"):
+        Greedy(bound=0.0)
