@@ -17,7 +17,6 @@ from robotrl.benchmarks.success_potential import (
     PEG,
     STATE_DIM,
     STATE_KEYS,
-    TRANSLATION_M,
     Greedy,
     SuccessPotential,
     fit_potential,
@@ -31,6 +30,8 @@ START_MM, TOLERANCE_MM, STEPS = 4.0, 1.5, 10
 
 class ToyPeg:
     """Peg x-y offset from the hole uniform in +-4 mm; actions move it by action * 2 cm."""
+
+    max_dpos = 0.02  # [m per action unit]
 
     def reset(self, seed: int) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         rng = np.random.default_rng(seed)
@@ -46,7 +47,7 @@ class ToyPeg:
         return obs
 
     def step(self, action: np.ndarray) -> tuple[dict[str, np.ndarray], float, bool, bool, dict]:
-        self.xy = self.xy + np.asarray(action[:2]) * TRANSLATION_M
+        self.xy = self.xy + np.asarray(action[:2]) * self.max_dpos
         self.t += 1
         done = self.t == STEPS
         ok = done and float(np.linalg.norm(self.xy)) < TOLERANCE_MM / 1000
@@ -78,9 +79,12 @@ def test_a_peg_insert_observation_is_one_state_vector() -> None:
     assert np.allclose(state[PEG], obs["state/peg_pos"])
 
 
-def test_a_state_without_the_peg_is_refused() -> None:
+def test_a_state_without_the_peg_or_of_the_wrong_size_is_refused() -> None:
     with pytest.raises(ValueError, match="peg_insert"):
         state_vector({"state/ee_pos": np.zeros(3)})
+    short = {k: np.zeros(3) for k in STATE_KEYS}
+    with pytest.raises(ValueError, match="expected"):
+        state_vector(short)
 
 
 def test_the_potential_ranks_aligned_states_above_misaligned_ones(phi: SuccessPotential) -> None:
@@ -96,9 +100,9 @@ def test_the_greedy_correction_points_at_the_hole_and_waits_below_the_margin(
 ) -> None:
     state = state_vector(ToyPeg().reset(0)[0])
     state[PEG.start : PEG.start + 2] = state[0:2] = [0.003, 0.0]
-    dx, dy = Greedy(bound=0.05, grid=5, margin=0.0).correction(phi, state)
+    dx, dy = Greedy(bound=0.05, grid=5, margin=0.0).correction(phi, state, ToyPeg.max_dpos)
     assert dx < 0 and abs(dy) <= abs(dx)
-    assert np.all(Greedy(margin=1.0).correction(phi, state) == 0)
+    assert np.all(Greedy(margin=1.0).correction(phi, state, ToyPeg.max_dpos) == 0)
 
 
 def test_policy_iteration_lifts_a_policy_that_never_aims() -> None:

@@ -8,8 +8,8 @@ axis, which resolves the millimetres an insertion depends on.
 :class:`Greedy` improves a policy by one step of policy iteration on Φ: among a grid of x-y
 corrections within ``±bound`` action units it takes the one whose predicted next state has the
 highest Φ, if that beats Φ now by more than ``margin``. The prediction moves the peg and the TCP
-by the correction times :data:`TRANSLATION_M` (the env's translation per action unit); nothing
-else changes. :func:`policy_iteration` repeats it: roll the current policy out, refit Φ on every
+by the correction times the env's translation per action unit (``env.max_dpos``); nothing else
+changes. :func:`policy_iteration` repeats it: roll the current policy out, refit Φ on every
 episode so far, act greedily on the new Φ.
 """
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -24,17 +25,23 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-STATE_KEYS = (
-    "state/ee_pos", "state/ee_twist", "state/wrench", "state/joint_pos", "state/peg_pos",
-    "state/hole_pos",
-)  # fmt: skip
-STATE_DIM = 28  # the entries of STATE_KEYS
-TCP, PEG, HOLE = slice(0, 3), slice(22, 25), slice(25, 28)  # positions in a state vector [m]
+from robotrl.evaluation import EpisodePolicy
+
+# the state vector: these peg_insert entries, in this order, with their sizes
+STATE_SIZES = {
+    "state/ee_pos": 3, "state/ee_twist": 6, "state/wrench": 6, "state/joint_pos": 7,
+    "state/peg_pos": 3, "state/hole_pos": 3,
+}  # fmt: skip
+STATE_KEYS = tuple(STATE_SIZES)
+STATE_DIM = sum(STATE_SIZES.values())
+_START = dict(zip(STATE_KEYS, np.cumsum([0, *STATE_SIZES.values()]).tolist(), strict=False))
+# positions in a state vector [m, base frame]
+TCP, PEG, HOLE = (
+    slice(_START[k], _START[k] + 3) for k in ("state/ee_pos", "state/peg_pos", "state/hole_pos")
+)
 OFFSET_UNIT_M = 0.005  # the peg-hole offset input is tanh(offset / this)
-TRANSLATION_M = 0.02  # TCP translation per action unit (sim.tasks: the action's x, y, z)
 
 Episode = tuple[np.ndarray, bool]  # (T, STATE_DIM) states, success
-EpisodePolicy = Any  # reset() and __call__(obs) -> (Da,) action, as robotrl.evaluation's
 
 
 def state_vector(obs: Mapping[str, Any]) -> np.ndarray:
@@ -42,7 +49,11 @@ def state_vector(obs: Mapping[str, Any]) -> np.ndarray:
     missing = [k for k in STATE_KEYS if k not in obs]
     if missing:
         raise ValueError(f"the observation has no {missing}: a success potential is peg_insert's")
-    return np.concatenate([np.asarray(obs[k], np.float32).ravel() for k in STATE_KEYS])
+    state = np.concatenate([np.asarray(obs[k], np.float32).ravel() for k in STATE_KEYS])
+    if state.shape != (STATE_DIM,):
+        sizes = {k: np.size(obs[k]) for k in STATE_KEYS}
+        raise ValueError(f"the state entries have sizes {sizes}, expected {STATE_SIZES}")
+    return state
 
 
 class SuccessPotential(nn.Module):
@@ -115,12 +126,20 @@ class Greedy:
         if self.bound <= 0 or self.grid < 2 or self.margin < 0:
             raise ValueError(f"need bound > 0, grid >= 2 and margin >= 0, got {self}")
 
-    def correction(self, potential: SuccessPotential, state: np.ndarray) -> np.ndarray:
-        """(2,) x-y correction [action units] at a (STATE_DIM,) state (zeros: none gains)."""
+    @cached_property
+    def candidates(self) -> np.ndarray:
+        """(grid², 2) the x-y corrections tried [action units]."""
         axis = np.linspace(-self.bound, self.bound, self.grid, dtype=np.float32)
-        cand = np.stack(np.meshgrid(axis, axis, indexing="ij"), -1).reshape(-1, 2)
+        return np.stack(np.meshgrid(axis, axis, indexing="ij"), -1).reshape(-1, 2)
+
+    def correction(
+        self, potential: SuccessPotential, state: np.ndarray, max_dpos: float
+    ) -> np.ndarray:
+        """(2,) x-y correction [action units] at a (STATE_DIM,) state (zeros: none gains);
+        ``max_dpos``: the env's translation per action unit [m]."""
+        cand = self.candidates
         moved = np.repeat(state[None].astype(np.float32), len(cand), 0)
-        shift = cand * TRANSLATION_M  # (C, 2) [m]
+        shift = cand * max_dpos  # (C, 2) [m]
         moved[:, PEG.start : PEG.start + 2] = state[PEG.start : PEG.start + 2] + shift
         moved[:, TCP.start : TCP.start + 2] = state[TCP.start : TCP.start + 2] + shift
         values = potential.probability(np.concatenate([state[None], moved]))
@@ -196,29 +215,24 @@ def policy_iteration(
 ) -> list[dict[str, Any]]:
     """One row per iteration (0: ``policy`` alone): the env steps Φ was fitted on, the success
     of the greedy policy over ``eval_episodes`` episodes seeded from ``eval_seed``, and the
-    success of the rollouts it was fitted on. Rollouts are seeded from ``300 000 + 100 000 *
-    seed`` (clear of ``eval_seed``'s). ``report`` gets each row as soon as it is measured."""
-    data_seed = 300_000 + 100_000 * seed
+    success of the newest rollouts it was fitted on. Rollouts are seeded from ``300 000 +
+    100 000 * seed`` (clear of ``eval_seed``'s). ``env.max_dpos``: the env's translation per
+    action unit [m]. ``report`` gets each row as soon as it is measured."""
+    data_seed, max_dpos = 300_000 + 100_000 * seed, float(env.max_dpos)
+    report = report or (lambda row: None)
     evaluation = rollouts(env, policy, eval_episodes, eval_seed, progress=progress, desc="eval")
     rows = [{"iteration": 0, "env_steps": 0, "success": _rate(evaluation)}]
-    if report is not None:
-        report(rows[0])
-    data = rollouts(
+    report(rows[0])
+    newest = rollouts(
         env, policy, base_episodes, data_seed, noise_std=noise_std, progress=progress,
         desc="base rollouts",
     )  # fmt: skip
-    improve: Callable[[np.ndarray], np.ndarray] | None = None
+    data = list(newest)
     for it in range(1, iterations + 1):
-        if it > 1:
-            assert improve is not None
-            data += rollouts(
-                env, policy, episodes_per_iteration, data_seed + 10_000 * it,
-                noise_std=noise_std, improve=improve, progress=progress, desc=f"iteration {it}",
-            )  # fmt: skip
         potential = fit_potential(data, fit_steps, seed)
 
         def improve(state: np.ndarray, p: SuccessPotential = potential) -> np.ndarray:
-            return greedy.correction(p, state)
+            return greedy.correction(p, state, max_dpos)
 
         evaluation = rollouts(
             env, policy, eval_episodes, eval_seed, improve=improve, progress=progress, desc="eval"
@@ -227,12 +241,18 @@ def policy_iteration(
             {
                 "iteration": it,
                 "env_steps": int(sum(len(s) for s, _ in data)),
-                "rollout_success": _rate(data[-episodes_per_iteration:] if it > 1 else data),
+                "rollout_success": _rate(newest),
                 "success": _rate(evaluation),
             }
         )
-        if report is not None:
-            report(rows[-1])
+        report(rows[-1])
+        if it < iterations:  # the next iteration's data: this greedy policy's rollouts
+            newest = rollouts(
+                env, policy, episodes_per_iteration, data_seed + 10_000 * (it + 1),
+                noise_std=noise_std, improve=improve, progress=progress,
+                desc=f"iteration {it + 1}",
+            )  # fmt: skip
+            data += newest
     return rows
 
 
