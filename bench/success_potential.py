@@ -2,7 +2,7 @@
 correction it lacks? Prints one JSON line per iteration.
 
 Usage: python bench/success_potential.py checkpoint=<train-bc checkpoint> [seed=0]
-    [iterations=7] [base_episodes=1100] [episodes_per_iteration=550] [eval_episodes=100]
+    [iterations=4] [base_episodes=200] [episodes_per_iteration=150] [eval_episodes=100]
     [noise_std=0.005] [bound=0.05] [grid=5] [margin=0.02]
 
 The base runs from its mean noise. Its rollouts (independent noise of ``noise_std`` action units
@@ -27,8 +27,8 @@ from robotrl.benchmarks.success_potential import Greedy, policy_iteration
 def main(argv: list[str]) -> list[dict[str, Any]]:
     args = key_values(
         argv,
-        {"checkpoint": "", "seed": "0", "iterations": "7", "base_episodes": "1100",
-         "episodes_per_iteration": "550", "eval_episodes": "100", "noise_std": "0.005",
+        {"checkpoint": "", "seed": "0", "iterations": "4", "base_episodes": "200",
+         "episodes_per_iteration": "150", "eval_episodes": "100", "noise_std": "0.005",
          "bound": "0.05", "grid": "5", "margin": "0.02"},
         __doc__,
         required="checkpoint",

@@ -1,6 +1,7 @@
 """The success potential and its greedy steps: a peg_insert observation's state vector, Φ ranks
-aligned states above misaligned ones, the greedy correction points at the hole and is withheld
-below the margin, policy iteration lifts a policy that never aims, and bad input is refused.
+aligned states above misaligned ones and reads the peg relative to the hole, the greedy
+correction points at the hole and is withheld below the margin, policy iteration lifts a
+policy that never aims, and bad input is refused.
 
 A toy peg env stands in for peg_insert: the peg starts a few millimetres off the hole and comes
 down in ten steps; the episode succeeds when it arrives within 1.5 mm."""
@@ -14,6 +15,7 @@ import pytest
 
 import sim
 from robotrl.benchmarks.success_potential import (
+    HOLE,
     PEG,
     STATE_DIM,
     STATE_KEYS,
@@ -41,9 +43,7 @@ class ToyPeg:
 
     def _obs(self) -> dict[str, np.ndarray]:
         obs = {k: np.zeros(3 if k.endswith("_pos") else 6, np.float32) for k in STATE_KEYS}
-        obs["state/joint_pos"] = np.zeros(7, np.float32)
-        peg = np.array([*self.xy, 0.05 - 0.005 * self.t], np.float32)
-        obs["state/peg_pos"] = obs["state/ee_pos"] = peg
+        obs["state/peg_pos"] = np.array([*self.xy, 0.05 - 0.005 * self.t], np.float32)
         return obs
 
     def step(self, action: np.ndarray) -> tuple[dict[str, np.ndarray], float, bool, bool, dict]:
@@ -81,7 +81,7 @@ def test_a_peg_insert_observation_is_one_state_vector() -> None:
 
 def test_a_state_without_the_peg_or_of_the_wrong_size_is_refused() -> None:
     with pytest.raises(ValueError, match="peg_insert"):
-        state_vector({"state/ee_pos": np.zeros(3)})
+        state_vector({"state/ee_twist": np.zeros(6)})
     short = {k: np.zeros(3) for k in STATE_KEYS}
     with pytest.raises(ValueError, match="expected"):
         state_vector(short)
@@ -95,11 +95,21 @@ def test_the_potential_ranks_aligned_states_above_misaligned_ones(phi: SuccessPo
     assert phi.probability(aligned) > phi.probability(off) + 0.2
 
 
+def test_the_potential_reads_the_peg_relative_to_the_hole_not_where_the_hole_is(
+    phi: SuccessPotential,
+) -> None:
+    state = state_vector(ToyPeg().reset(0)[0])
+    moved = state.copy()
+    moved[PEG] += [0.05, -0.03, 0.0]
+    moved[HOLE] += [0.05, -0.03, 0.0]
+    assert np.isclose(phi.probability(moved), phi.probability(state), atol=1e-6)
+
+
 def test_the_greedy_correction_points_at_the_hole_and_waits_below_the_margin(
     phi: SuccessPotential,
 ) -> None:
     state = state_vector(ToyPeg().reset(0)[0])
-    state[PEG.start : PEG.start + 2] = state[0:2] = [0.003, 0.0]
+    state[PEG.start : PEG.start + 2] = [0.003, 0.0]
     dx, dy = Greedy(bound=0.05, grid=5, margin=0.0).correction(phi, state, ToyPeg.max_dpos)
     assert dx < 0 and abs(dy) <= abs(dx)
     assert np.all(Greedy(margin=1.0).correction(phi, state, ToyPeg.max_dpos) == 0)

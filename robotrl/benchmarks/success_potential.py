@@ -1,14 +1,16 @@
 """A peg_insert policy's success potential, learnt from its episodes, and greedy x-y steps on it.
 
 Φ(s) is a classifier of whether the episode a state belongs to succeeds: the Monte Carlo value
-of the policy that produced the episodes under the sparse success reward. Its inputs are the
-raw state entries of :data:`STATE_KEYS`, standardised, plus ``tanh((peg - hole) / 5 mm)`` per
-axis, which resolves the millimetres an insertion depends on.
+of the policy that produced the episodes under the sparse success reward. It reads where the
+peg is relative to the hole, in metres and as ``tanh((peg - hole) / 5 mm)`` per axis (which
+resolves the millimetres an insertion depends on), and the TCP's twist: nothing that stays
+constant through an episode, such as where the hole is or the arm's joint angles, by which a
+classifier of a few hundred episodes could tell them apart and memorise their outcomes.
 
 :class:`Greedy` improves a policy by one step of policy iteration on Φ: among a grid of x-y
 corrections within ``±bound`` action units it takes the one whose predicted next state has the
-highest Φ, if that beats Φ now by more than ``margin``. The prediction moves the peg and the TCP
-by the correction times the env's translation per action unit (``env.max_dpos``); nothing else
+highest Φ, if that beats Φ now by more than ``margin``. The prediction moves the peg by the
+correction times the env's translation per action unit (``env.max_dpos``); nothing else
 changes. :func:`policy_iteration` repeats it: roll the current policy out, refit Φ on every
 episode so far, act greedily on the new Φ.
 """
@@ -28,18 +30,22 @@ from tqdm.auto import tqdm
 from robotrl.evaluation import EpisodePolicy
 
 # the state vector: these peg_insert entries, in this order, with their sizes
-STATE_SIZES = {
-    "state/ee_pos": 3, "state/ee_twist": 6, "state/wrench": 6, "state/joint_pos": 7,
-    "state/peg_pos": 3, "state/hole_pos": 3,
-}  # fmt: skip
+STATE_SIZES = {"state/ee_twist": 6, "state/peg_pos": 3, "state/hole_pos": 3}
 STATE_KEYS = tuple(STATE_SIZES)
 STATE_DIM = sum(STATE_SIZES.values())
 _START = dict(zip(STATE_KEYS, np.cumsum([0, *STATE_SIZES.values()]).tolist(), strict=False))
-# positions in a state vector [m, base frame]
-TCP, PEG, HOLE = (
-    slice(_START[k], _START[k] + 3) for k in ("state/ee_pos", "state/peg_pos", "state/hole_pos")
-)
-OFFSET_UNIT_M = 0.005  # the peg-hole offset input is tanh(offset / this)
+TWIST, PEG, HOLE = (slice(_START[k], _START[k] + n) for k, n in STATE_SIZES.items())
+# TWIST: the TCP's [m/s, rad/s]; PEG, HOLE: positions [m, base frame]
+OFFSET_UNIT_M = 0.005  # the peg-hole offset input is also tanh(offset / this)
+FEATURE_DIM = 3 + 3 + 6
+
+
+def features(states: torch.Tensor) -> torch.Tensor:
+    """(..., FEATURE_DIM) Φ's inputs of (..., STATE_DIM) states: peg - hole [m], its tanh of
+    ``OFFSET_UNIT_M`` and the TCP's twist."""
+    offset = states[..., PEG] - states[..., HOLE]
+    return torch.cat([offset, torch.tanh(offset / OFFSET_UNIT_M), states[..., TWIST]], -1)
+
 
 Episode = tuple[np.ndarray, bool]  # (T, STATE_DIM) states, success
 
@@ -59,7 +65,7 @@ def state_vector(obs: Mapping[str, Any]) -> np.ndarray:
 class SuccessPotential(nn.Module):
     """Φ: (..., STATE_DIM) states -> (...,) probability that their episode succeeds."""
 
-    mean: torch.Tensor  # (STATE_DIM,) of the states it was fitted on
+    mean: torch.Tensor  # (FEATURE_DIM,) of the features of the states it was fitted on
     std: torch.Tensor
 
     def __init__(self, mean: np.ndarray, std: np.ndarray, hidden: int = 256) -> None:
@@ -67,14 +73,12 @@ class SuccessPotential(nn.Module):
         self.register_buffer("mean", torch.as_tensor(mean, dtype=torch.float32))
         self.register_buffer("std", torch.as_tensor(std, dtype=torch.float32))
         self.net = nn.Sequential(
-            nn.Linear(STATE_DIM + 3, hidden), nn.LayerNorm(hidden), nn.ReLU(),
+            nn.Linear(FEATURE_DIM, hidden), nn.LayerNorm(hidden), nn.ReLU(),
             nn.Linear(hidden, hidden), nn.LayerNorm(hidden), nn.ReLU(), nn.Linear(hidden, 1),
         )  # fmt: skip
 
     def logits(self, states: torch.Tensor) -> torch.Tensor:
-        offset = torch.tanh((states[..., PEG] - states[..., HOLE]) / OFFSET_UNIT_M)
-        x = torch.cat([(states - self.mean) / self.std, offset], -1)
-        return self.net(x).squeeze(-1)
+        return self.net((features(states) - self.mean) / self.std).squeeze(-1)
 
     @torch.no_grad()
     def probability(self, states: np.ndarray) -> np.ndarray:
@@ -96,7 +100,8 @@ def fit_potential(
     x = np.concatenate([s for s, _ in episodes]).astype(np.float32)
     y = np.concatenate([np.full(len(s), float(ok), np.float32) for s, ok in episodes])
     torch.manual_seed(seed)
-    model = SuccessPotential(x.mean(0), x.std(0) + 1e-6)
+    f = features(torch.from_numpy(x)).numpy()
+    model = SuccessPotential(f.mean(0), f.std(0) + 1e-6)
     opt = torch.optim.AdamW(model.parameters(), 1e-3, weight_decay=1e-4)
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
     gen = torch.Generator().manual_seed(seed)
@@ -140,8 +145,7 @@ class Greedy:
         cand = self.candidates
         moved = np.repeat(state[None].astype(np.float32), len(cand), 0)
         shift = cand * max_dpos  # (C, 2) [m]
-        moved[:, PEG.start : PEG.start + 2] = state[PEG.start : PEG.start + 2] + shift
-        moved[:, TCP.start : TCP.start + 2] = state[TCP.start : TCP.start + 2] + shift
+        moved[:, PEG.start : PEG.start + 2] += shift
         values = potential.probability(np.concatenate([state[None], moved]))
         best = int(np.argmax(values[1:]))
         if values[1 + best] - values[0] <= self.margin:
@@ -201,9 +205,9 @@ def policy_iteration(
     env: Any,
     policy: EpisodePolicy,
     *,
-    iterations: int = 7,
-    base_episodes: int = 1100,
-    episodes_per_iteration: int = 550,
+    iterations: int = 4,
+    base_episodes: int = 200,
+    episodes_per_iteration: int = 150,
     eval_episodes: int = 100,
     noise_std: float = 0.005,
     greedy: Greedy = Greedy(),
