@@ -3,13 +3,13 @@ correction it lacks? Prints one JSON line per iteration.
 
 Usage: python bench/success_potential.py checkpoint=<train-bc checkpoint> [seed=0]
     [iterations=4] [base_episodes=200] [episodes_per_iteration=150] [eval_episodes=100]
-    [noise_std=0.005] [bound=0.05] [grid=5] [margin=0.02]
+    [noise_std=0.005] [bound=0.05] [kappa=0.02]
 
 The base runs from its mean noise. Its rollouts (independent noise of ``noise_std`` action units
 on every action) train a classifier of their episodes' success, Φ; the next policy is the base
-plus greedy x-y steps on Φ (:mod:`robotrl.benchmarks.success_potential`), evaluated on
-``eval_episodes`` episodes from seed 200 000; it is rolled out in turn, Φ refitted on all the
-episodes so far, and so on. ``env_steps``: the rollouts' steps Φ was fitted on.
+plus the x-y corrections of an actor fitted to Φ (:mod:`robotrl.benchmarks.success_potential`),
+evaluated on ``eval_episodes`` episodes from seed 200 000; it is rolled out in turn, Φ refitted
+on all the episodes so far, and so on. ``env_steps``: the rollouts' steps Φ was fitted on.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 from grasp_failures import policy_and_env  # bench/: run as python bench/success_potential.py
 
 from robotrl.benchmarks.arguments import key_values
-from robotrl.benchmarks.success_potential import Greedy, policy_iteration
+from robotrl.benchmarks.success_potential import ActorFit, policy_iteration
 
 
 def main(argv: list[str]) -> list[dict[str, Any]]:
@@ -29,12 +29,12 @@ def main(argv: list[str]) -> list[dict[str, Any]]:
         argv,
         {"checkpoint": "", "seed": "0", "iterations": "4", "base_episodes": "200",
          "episodes_per_iteration": "150", "eval_episodes": "100", "noise_std": "0.005",
-         "bound": "0.05", "grid": "5", "margin": "0.02"},
+         "bound": "0.05", "kappa": "0.02"},
         __doc__,
         required="checkpoint",
     )  # fmt: skip
     policy, env = policy_and_env(args["checkpoint"], "", "peg_insert")
-    greedy = Greedy(float(args["bound"]), int(args["grid"]), float(args["margin"]))
+    actor = ActorFit(bound=float(args["bound"]), kappa=float(args["kappa"]))
 
     def report(row: dict[str, Any]) -> None:
         print(json.dumps({"checkpoint": args["checkpoint"], "seed": int(args["seed"]), **row}))
@@ -46,7 +46,7 @@ def main(argv: list[str]) -> list[dict[str, Any]]:
             base_episodes=int(args["base_episodes"]),
             episodes_per_iteration=int(args["episodes_per_iteration"]),
             eval_episodes=int(args["eval_episodes"]), noise_std=float(args["noise_std"]),
-            greedy=greedy, seed=int(args["seed"]), progress=True, report=report,
+            actor=actor, seed=int(args["seed"]), progress=True, report=report,
         )  # fmt: skip
     finally:
         env.close()

@@ -1,7 +1,7 @@
-"""The success potential and its greedy steps: a peg_insert observation's state vector, Φ ranks
-aligned states above misaligned ones and reads the peg relative to the hole, the greedy
-correction points at the hole and is withheld below the margin, policy iteration lifts a
-policy that never aims, and bad input is refused.
+"""The success potential and the actor fitted to it: a peg_insert observation's state vector, Φ
+ranks aligned states above misaligned ones and reads the peg relative to the hole, the actor's
+correction points at the hole and stays at zero when corrections are priced above Φ's gain,
+policy iteration lifts a policy that never aims, and bad input is refused.
 
 A toy peg env stands in for peg_insert: the peg starts a few millimetres off the hole and comes
 down in ten steps; the episode succeeds when it arrives within 1.5 mm."""
@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 import sim
 from robotrl.benchmarks.success_potential import (
@@ -19,9 +20,11 @@ from robotrl.benchmarks.success_potential import (
     PEG,
     STATE_DIM,
     STATE_KEYS,
-    Greedy,
+    ActorFit,
     SuccessPotential,
+    fit_actor,
     fit_potential,
+    moved,
     policy_iteration,
     rollouts,
     state_vector,
@@ -105,29 +108,39 @@ def test_the_potential_reads_the_peg_relative_to_the_hole_not_where_the_hole_is(
     assert np.isclose(phi.probability(moved), phi.probability(state), atol=1e-6)
 
 
-def test_the_greedy_correction_points_at_the_hole_and_waits_below_the_margin(
+def test_the_actor_points_at_the_hole_and_stays_still_when_corrections_cost_more(
     phi: SuccessPotential,
 ) -> None:
+    episodes = rollouts(ToyPeg(), Still(), 30, seed=1)
     state = state_vector(ToyPeg().reset(0)[0])
     state[PEG.start : PEG.start + 2] = [0.003, 0.0]
-    dx, dy = Greedy(bound=0.05, grid=5, margin=0.0).correction(phi, state, ToyPeg.max_dpos)
-    assert dx < 0 and abs(dy) <= abs(dx)
-    assert np.all(Greedy(margin=1.0).correction(phi, state, ToyPeg.max_dpos) == 0)
+    actor = fit_actor(phi, episodes, ToyPeg.max_dpos, ActorFit(kappa=0.0, steps=300))
+    dx, dy = actor.correction(state)
+    assert dx < -0.02 and abs(dy) < abs(dx)
+    costly = fit_actor(phi, episodes, ToyPeg.max_dpos, ActorFit(kappa=5.0, steps=300))
+    assert np.abs(costly.correction(state)).max() < 0.005
+
+
+def test_a_correction_moves_the_peg_by_the_envs_translation_per_action_unit() -> None:
+    state = torch.zeros(STATE_DIM)
+    out = moved(state, torch.tensor([0.5, -0.25]), max_dpos=0.02)
+    assert torch.allclose(out[PEG], torch.tensor([0.01, -0.005, 0.0]))
+    assert torch.count_nonzero(out) == 2
 
 
 def test_policy_iteration_lifts_a_policy_that_never_aims() -> None:
     rows = policy_iteration(
         ToyPeg(), Still(), iterations=1, base_episodes=300, eval_episodes=50, noise_std=0.0,
-        fit_steps=200,
+        fit_steps=200, actor=ActorFit(steps=300),
     )  # fmt: skip
     assert [r["iteration"] for r in rows] == [0, 1]
     assert rows[1]["env_steps"] == 300 * STEPS
     assert rows[1]["success"] > rows[0]["success"] + 0.3
 
 
-def test_data_of_one_outcome_and_bad_greedy_settings_are_refused() -> None:
+def test_data_of_one_outcome_and_bad_actor_settings_are_refused() -> None:
     failures = [(np.zeros((3, STATE_DIM), np.float32), False)] * 4
     with pytest.raises(ValueError, match="successful and failed"):
         fit_potential(failures, steps=1)
     with pytest.raises(ValueError, match="bound > 0"):
-        Greedy(bound=0.0)
+        ActorFit(bound=0.0)

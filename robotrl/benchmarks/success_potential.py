@@ -1,4 +1,4 @@
-"""A peg_insert policy's success potential, learnt from its episodes, and greedy x-y steps on it.
+"""A peg_insert policy's success potential, learnt from its episodes, and x-y corrections on it.
 
 Φ(s) is a classifier of whether the episode a state belongs to succeeds: the Monte Carlo value
 of the policy that produced the episodes under the sparse success reward. It reads where the
@@ -7,19 +7,19 @@ resolves the millimetres an insertion depends on), and the TCP's twist: nothing 
 constant through an episode, such as where the hole is or the arm's joint angles, by which a
 classifier of a few hundred episodes could tell them apart and memorise their outcomes.
 
-:class:`Greedy` improves a policy by one step of policy iteration on Φ: among a grid of x-y
-corrections within ``±bound`` action units it takes the one whose predicted next state has the
-highest Φ, if that beats Φ now by more than ``margin``. The prediction moves the peg by the
-correction times the env's translation per action unit (``env.max_dpos``); nothing else
-changes. :func:`policy_iteration` repeats it: roll the current policy out, refit Φ on every
-episode so far, act greedily on the new Φ.
+:class:`PotentialActor` improves a policy by one step of policy iteration on Φ: a network whose
+x-y correction, within ``±bound`` action units, maximises Φ of the state it moves the peg to
+(the correction times the env's translation per action unit, ``env.max_dpos``; nothing else of
+the state changes) less an L1 price on the correction, so that it stays at zero where Φ's
+predicted gain is small. The gradient comes through Φ and that known effect of the action,
+not from a critic. :func:`policy_iteration` repeats it: roll the current policy out, refit Φ on
+every episode so far, fit the actor on the new Φ.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -62,23 +62,34 @@ def state_vector(obs: Mapping[str, Any]) -> np.ndarray:
     return state
 
 
-class SuccessPotential(nn.Module):
-    """Φ: (..., STATE_DIM) states -> (...,) probability that their episode succeeds."""
+class _FeatureNet(nn.Module):
+    """An MLP (two hidden layers with LayerNorm) on standardised :func:`features` of states."""
 
     mean: torch.Tensor  # (FEATURE_DIM,) of the features of the states it was fitted on
     std: torch.Tensor
 
-    def __init__(self, mean: np.ndarray, std: np.ndarray, hidden: int = 256) -> None:
+    def __init__(self, mean: np.ndarray, std: np.ndarray, outputs: int, hidden: int) -> None:
         super().__init__()
         self.register_buffer("mean", torch.as_tensor(mean, dtype=torch.float32))
         self.register_buffer("std", torch.as_tensor(std, dtype=torch.float32))
         self.net = nn.Sequential(
             nn.Linear(FEATURE_DIM, hidden), nn.LayerNorm(hidden), nn.ReLU(),
-            nn.Linear(hidden, hidden), nn.LayerNorm(hidden), nn.ReLU(), nn.Linear(hidden, 1),
+            nn.Linear(hidden, hidden), nn.LayerNorm(hidden), nn.ReLU(), nn.Linear(hidden, outputs),
         )  # fmt: skip
 
+    def head(self, states: torch.Tensor) -> torch.Tensor:
+        """(..., outputs) of (..., STATE_DIM) states."""
+        return self.net((features(states) - self.mean) / self.std)
+
+
+class SuccessPotential(_FeatureNet):
+    """Φ: (..., STATE_DIM) states -> (...,) probability that their episode succeeds."""
+
+    def __init__(self, mean: np.ndarray, std: np.ndarray, hidden: int = 256) -> None:
+        super().__init__(mean, std, 1, hidden)
+
     def logits(self, states: torch.Tensor) -> torch.Tensor:
-        return self.net((features(states) - self.mean) / self.std).squeeze(-1)
+        return self.head(states).squeeze(-1)
 
     @torch.no_grad()
     def probability(self, states: np.ndarray) -> np.ndarray:
@@ -115,42 +126,81 @@ def fit_potential(
 
 
 @dataclass(frozen=True)
-class Greedy:
-    """The x-y correction of one greedy step on Φ.
+class ActorFit:
+    """How a :class:`PotentialActor` is fitted to Φ.
 
     Attributes:
-        bound: the largest correction per axis [action units]. grid: candidates per axis.
-        margin: the least predicted gain in Φ for a correction to be taken.
+        bound: the largest correction per axis [action units]. kappa: the price of a
+        correction, per action unit over ``bound`` (an L1 term: corrections where Φ's predicted
+        gain is smaller stay at zero). steps, batch, lr: Adam's.
     """
 
     bound: float = 0.05
-    grid: int = 5
-    margin: float = 0.02
+    kappa: float = 0.02
+    steps: int = 3000
+    batch: int = 512
+    lr: float = 3e-4
 
     def __post_init__(self) -> None:
-        if self.bound <= 0 or self.grid < 2 or self.margin < 0:
-            raise ValueError(f"need bound > 0, grid >= 2 and margin >= 0, got {self}")
+        if self.bound <= 0 or self.kappa < 0 or self.steps < 1 or self.batch < 1 or self.lr <= 0:
+            raise ValueError(f"need bound > 0, kappa >= 0 and positive steps, batch, lr: {self}")
 
-    @cached_property
-    def candidates(self) -> np.ndarray:
-        """(grid², 2) the x-y corrections tried [action units]."""
-        axis = np.linspace(-self.bound, self.bound, self.grid, dtype=np.float32)
-        return np.stack(np.meshgrid(axis, axis, indexing="ij"), -1).reshape(-1, 2)
 
-    def correction(
-        self, potential: SuccessPotential, state: np.ndarray, max_dpos: float
-    ) -> np.ndarray:
-        """(2,) x-y correction [action units] at a (STATE_DIM,) state (zeros: none gains);
-        ``max_dpos``: the env's translation per action unit [m]."""
-        cand = self.candidates
-        moved = np.repeat(state[None].astype(np.float32), len(cand), 0)
-        shift = cand * max_dpos  # (C, 2) [m]
-        moved[:, PEG.start : PEG.start + 2] += shift
-        values = potential.probability(np.concatenate([state[None], moved]))
-        best = int(np.argmax(values[1:]))
-        if values[1 + best] - values[0] <= self.margin:
-            return np.zeros(2, np.float32)
-        return cand[best]
+class PotentialActor(_FeatureNet):
+    """(..., STATE_DIM) states -> (..., 2) x-y corrections within ``±bound`` [action units]."""
+
+    def __init__(self, mean: np.ndarray, std: np.ndarray, bound: float, hidden: int = 256):
+        super().__init__(mean, std, 2, hidden)
+        self.bound = float(bound)
+
+    def forward(self, states: torch.Tensor) -> torch.Tensor:
+        return self.bound * torch.tanh(self.head(states))
+
+    @torch.no_grad()
+    def correction(self, state: np.ndarray) -> np.ndarray:
+        """(2,) x-y correction [action units] at a (STATE_DIM,) state."""
+        return self(torch.as_tensor(np.asarray(state, np.float32))).numpy()
+
+
+def moved(states: torch.Tensor, correction: torch.Tensor, max_dpos: float) -> torch.Tensor:
+    """(..., STATE_DIM) states with the peg moved by an x-y ``correction`` (..., 2) [action
+    units] times ``max_dpos``, the env's translation per action unit [m]."""
+    out = states.clone()
+    out[..., PEG.start : PEG.start + 2] = states[..., PEG.start : PEG.start + 2] + (
+        correction * max_dpos
+    )
+    return out
+
+
+def fit_actor(
+    potential: SuccessPotential,
+    episodes: Sequence[Episode],
+    max_dpos: float,
+    fit: ActorFit = ActorFit(),
+    seed: int = 0,
+) -> PotentialActor:
+    """The actor whose corrections maximise Φ of the state they move the peg to, minus ``kappa
+    |a| / bound``, over every state of ``episodes``: Φ's gradient through the action's known
+    effect, no critic."""
+    x = torch.from_numpy(np.concatenate([s for s, _ in episodes]).astype(np.float32))
+    f = features(x)
+    torch.manual_seed(seed)
+    actor = PotentialActor(f.mean(0).numpy(), f.std(0).numpy() + 1e-6, fit.bound)
+    potential.requires_grad_(False)
+    opt = torch.optim.Adam(actor.parameters(), fit.lr)
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(fit.steps):
+        s = x[torch.randint(0, len(x), (fit.batch,), generator=gen)]
+        a = actor(s)
+        gain = torch.sigmoid(potential.logits(moved(s, a, max_dpos))) - torch.sigmoid(
+            potential.logits(s)
+        )
+        loss = -gain.mean() + fit.kappa * a.abs().sum(-1).mean() / fit.bound
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    potential.requires_grad_(True)
+    return actor.eval()
 
 
 def run_episode(
@@ -210,7 +260,7 @@ def policy_iteration(
     episodes_per_iteration: int = 150,
     eval_episodes: int = 100,
     noise_std: float = 0.005,
-    greedy: Greedy = Greedy(),
+    actor: ActorFit = ActorFit(),
     seed: int = 0,
     eval_seed: int = 200_000,
     fit_steps: int = 4000,
@@ -218,7 +268,7 @@ def policy_iteration(
     report: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
     """One row per iteration (0: ``policy`` alone): the env steps Φ was fitted on, the success
-    of the greedy policy over ``eval_episodes`` episodes seeded from ``eval_seed``, and the
+    of the improved policy over ``eval_episodes`` episodes seeded from ``eval_seed``, and the
     success of the newest rollouts it was fitted on. Rollouts are seeded from ``300 000 +
     100 000 * seed`` (clear of ``eval_seed``'s). ``env.max_dpos``: the env's translation per
     action unit [m]. ``report`` gets each row as soon as it is measured."""
@@ -233,13 +283,16 @@ def policy_iteration(
     )  # fmt: skip
     data = list(newest)
     for it in range(1, iterations + 1):
-        potential = fit_potential(data, fit_steps, seed)
-
-        def improve(state: np.ndarray, p: SuccessPotential = potential) -> np.ndarray:
-            return greedy.correction(p, state, max_dpos)
+        improved = fit_actor(fit_potential(data, fit_steps, seed), data, max_dpos, actor, seed)
 
         evaluation = rollouts(
-            env, policy, eval_episodes, eval_seed, improve=improve, progress=progress, desc="eval"
+            env,
+            policy,
+            eval_episodes,
+            eval_seed,
+            improve=improved.correction,
+            progress=progress,
+            desc="eval",
         )
         rows.append(
             {
@@ -250,10 +303,10 @@ def policy_iteration(
             }
         )
         report(rows[-1])
-        if it < iterations:  # the next iteration's data: this greedy policy's rollouts
+        if it < iterations:  # the next iteration's data: this improved policy's rollouts
             newest = rollouts(
                 env, policy, episodes_per_iteration, data_seed + 10_000 * (it + 1),
-                noise_std=noise_std, improve=improve, progress=progress,
+                noise_std=noise_std, improve=improved.correction, progress=progress,
                 desc=f"iteration {it + 1}",
             )  # fmt: skip
             data += newest
