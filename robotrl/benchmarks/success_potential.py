@@ -186,20 +186,22 @@ def fit_actor(
     f = features(x)
     torch.manual_seed(seed)
     actor = PotentialActor(f.mean(0).numpy(), f.std(0).numpy() + 1e-6, fit.bound)
-    potential.requires_grad_(False)
     opt = torch.optim.Adam(actor.parameters(), fit.lr)
     gen = torch.Generator().manual_seed(seed)
-    for _ in range(fit.steps):
-        s = x[torch.randint(0, len(x), (fit.batch,), generator=gen)]
-        a = actor(s)
-        gain = torch.sigmoid(potential.logits(moved(s, a, max_dpos))) - torch.sigmoid(
-            potential.logits(s)
-        )
-        loss = -gain.mean() + fit.kappa * a.abs().sum(-1).mean() / fit.bound
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    potential.requires_grad_(True)
+    potential.requires_grad_(False)  # Φ is fixed: its gradient reaches only the actor
+    try:
+        for _ in range(fit.steps):
+            s = x[torch.randint(0, len(x), (fit.batch,), generator=gen)]
+            a = actor(s)
+            gain = torch.sigmoid(potential.logits(moved(s, a, max_dpos))) - torch.sigmoid(
+                potential.logits(s)
+            )
+            loss = -gain.mean() + fit.kappa * a.abs().sum(-1).mean() / fit.bound
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    finally:
+        potential.requires_grad_(True)
     return actor.eval()
 
 
