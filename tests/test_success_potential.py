@@ -102,10 +102,10 @@ def test_the_potential_reads_the_peg_relative_to_the_hole_not_where_the_hole_is(
     phi: SuccessPotential,
 ) -> None:
     state = state_vector(ToyPeg().reset(0)[0])
-    moved = state.copy()
-    moved[PEG] += [0.05, -0.03, 0.0]
-    moved[HOLE] += [0.05, -0.03, 0.0]
-    assert np.isclose(phi.probability(moved), phi.probability(state), atol=1e-6)
+    shifted = state.copy()
+    shifted[PEG] += [0.05, -0.03, 0.0]
+    shifted[HOLE] += [0.05, -0.03, 0.0]
+    assert np.isclose(phi.probability(shifted), phi.probability(state), atol=1e-6)
 
 
 def test_the_actor_points_at_the_hole_and_stays_still_when_corrections_cost_more(

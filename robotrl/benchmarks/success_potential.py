@@ -108,13 +108,14 @@ def fit_potential(
         raise ValueError(
             f"Φ needs successful and failed episodes; all {len(episodes)} are {outcomes}"
         )
-    x = np.concatenate([s for s, _ in episodes]).astype(np.float32)
-    y = np.concatenate([np.full(len(s), float(ok), np.float32) for s, ok in episodes])
+    xt = _states(episodes)
+    yt = torch.from_numpy(
+        np.concatenate([np.full(len(s), float(ok), np.float32) for s, ok in episodes])
+    )
     torch.manual_seed(seed)
-    f = features(torch.from_numpy(x)).numpy()
+    f = features(xt).numpy()
     model = SuccessPotential(f.mean(0), f.std(0) + 1e-6)
     opt = torch.optim.AdamW(model.parameters(), 1e-3, weight_decay=1e-4)
-    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
     gen = torch.Generator().manual_seed(seed)
     for _ in range(steps):
         idx = torch.randint(0, len(xt), (1024,), generator=gen)
@@ -182,7 +183,7 @@ def fit_actor(
     """The actor whose corrections maximise Φ of the state they move the peg to, minus ``kappa
     |a| / bound``, over every state of ``episodes``: Φ's gradient through the action's known
     effect, no critic."""
-    x = torch.from_numpy(np.concatenate([s for s, _ in episodes]).astype(np.float32))
+    x = _states(episodes)
     f = features(x)
     torch.manual_seed(seed)
     actor = PotentialActor(f.mean(0).numpy(), f.std(0).numpy() + 1e-6, fit.bound)
@@ -288,14 +289,9 @@ def policy_iteration(
         improved = fit_actor(fit_potential(data, fit_steps, seed), data, max_dpos, actor, seed)
 
         evaluation = rollouts(
-            env,
-            policy,
-            eval_episodes,
-            eval_seed,
-            improve=improved.correction,
-            progress=progress,
+            env, policy, eval_episodes, eval_seed, improve=improved.correction, progress=progress,
             desc="eval",
-        )
+        )  # fmt: skip
         rows.append(
             {
                 "iteration": it,
@@ -313,6 +309,11 @@ def policy_iteration(
             )  # fmt: skip
             data += newest
     return rows
+
+
+def _states(episodes: Sequence[Episode]) -> torch.Tensor:
+    """(N, STATE_DIM) float32: every state of ``episodes``, in order."""
+    return torch.from_numpy(np.concatenate([s for s, _ in episodes]).astype(np.float32))
 
 
 def _rate(episodes: Sequence[Episode]) -> float:
