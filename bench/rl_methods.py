@@ -66,6 +66,8 @@ METHODS: dict[str, list[str]] = {
     # SAC-family learner from scratch with the same demos: the residual learner (ensemble,
     # LayerNorm, symmetric demo sampling) on a zero base, with its from-scratch recipe (rlpd.*)
     "rlpd": ["algo=rlpd"],
+    # peg_insert only: policy iteration on a success potential of the base's own rollouts
+    "potential": ["algo=potential"],
 }
 LABELS = {
     "residual": "residual (ResFiT)",
@@ -79,6 +81,7 @@ LABELS = {
     "flow_noise": "Flow-Noise PPO",
     "grpo": "GRPO",
     "rlpd": "RLPD-style from scratch (TD3 actor, same demos)",
+    "potential": "success potential + actor (no critic; peg_insert)",
 }
 # methods with a budget of their own (on-policy: far more env steps than the base's budget)
 OWN_BUDGET = {"residual_ppo"}

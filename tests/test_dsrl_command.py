@@ -2,12 +2,11 @@
 JSON fields; robotrl eval runs the checkpoint on its base; bad settings are one-line errors."""
 
 import pytest
-from tiny_reach import reach_demos, tiny_checkpoint
+from tiny_reach import evaluate_checkpoint, reach_demos, tiny_checkpoint
 
 from robotrl.algos.dsrl import is_dsrl_checkpoint, load_steered_policy
 from robotrl.algos.kept_agent import best_evaluation
 from robotrl.cli import compose
-from robotrl.commands.eval import run_eval
 from robotrl.commands.train_rl import run_train_rl
 from robotrl.metrics import read_csv
 
@@ -57,18 +56,7 @@ def test_train_rl_dsrl_end_to_end_and_eval(tmp_path, reach):
     assert is_dsrl_checkpoint(out["checkpoint"]) and not is_dsrl_checkpoint(ckpt)
     policy, meta = load_steered_policy(out["checkpoint"])
     assert meta["task"] == "reach" and not policy.explore
-    ev = run_eval(
-        compose(
-            "eval",
-            [
-                f"checkpoint={out['checkpoint']}",
-                "episodes=2",
-                "videos=0",
-                f"output_dir={tmp_path}",
-                "progress=false",
-            ],
-        )
-    )
+    ev = evaluate_checkpoint(out["checkpoint"], tmp_path)
     assert ev["episodes"] == 2 and 0.0 <= ev["success_rate"] <= 1.0
 
 

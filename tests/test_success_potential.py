@@ -1,13 +1,15 @@
 """The success potential and the actor fitted to it: a peg_insert observation's state vector, Φ
 ranks aligned states above misaligned ones and reads the peg relative to the hole, the actor's
 correction points at the hole and stays at zero when corrections are priced above Φ's gain,
-policy iteration lifts a policy that never aims, and bad input is refused.
+policy iteration lifts a policy that never aims within its budget and keeps its best actor, the
+actor saved as a residual acts the same after loading, and bad input is refused.
 
 A toy peg env stands in for peg_insert: the peg starts a few millimetres off the hole and comes
 down in ten steps; the episode succeeds when it arrives within 1.5 mm."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -15,18 +17,24 @@ import pytest
 import torch
 
 import sim
-from robotrl.benchmarks.success_potential import (
+from policies.checkpoint import CheckpointError
+from robotrl.algos.success_potential import (
+    FEATURE_DIM,
     HOLE,
     PEG,
     STATE_DIM,
     STATE_KEYS,
-    ActorFit,
+    PotentialActor,
+    PotentialConfig,
+    PotentialResidual,
     SuccessPotential,
     fit_actor,
     fit_potential,
+    load_potential,
     moved,
     policy_iteration,
     rollouts,
+    save_potential,
     state_vector,
 )
 
@@ -114,10 +122,10 @@ def test_the_actor_points_at_the_hole_and_stays_still_when_corrections_cost_more
     episodes = rollouts(ToyPeg(), Still(), 30, seed=1)
     state = state_vector(ToyPeg().reset(0)[0])
     state[PEG.start : PEG.start + 2] = [0.003, 0.0]
-    actor = fit_actor(phi, episodes, ToyPeg.max_dpos, ActorFit(kappa=0.0, steps=300))
+    actor = fit_actor(phi, episodes, ToyPeg.max_dpos, PotentialConfig(kappa=0.0, actor_steps=300))
     dx, dy = actor.correction(state)
     assert dx < -0.02 and abs(dy) < abs(dx)
-    costly = fit_actor(phi, episodes, ToyPeg.max_dpos, ActorFit(kappa=5.0, steps=300))
+    costly = fit_actor(phi, episodes, ToyPeg.max_dpos, PotentialConfig(kappa=5.0, actor_steps=300))
     assert np.abs(costly.correction(state)).max() < 0.005
 
 
@@ -128,19 +136,66 @@ def test_a_correction_moves_the_peg_by_the_envs_translation_per_action_unit() ->
     assert torch.count_nonzero(out) == 2
 
 
-def test_policy_iteration_lifts_a_policy_that_never_aims() -> None:
-    rows = policy_iteration(
-        ToyPeg(), Still(), iterations=1, base_episodes=300, eval_episodes=50, noise_std=0.0,
-        fit_steps=200, actor=ActorFit(steps=300),
-    )  # fmt: skip
-    assert [r["iteration"] for r in rows] == [0, 1]
-    assert rows[1]["env_steps"] == 300 * STEPS
-    assert rows[1]["success"] > rows[0]["success"] + 0.3
+QUICK = PotentialConfig(
+    iterations=2, base_episodes=300, episodes_per_iteration=20, noise_std=0.0,
+    potential_steps=200, actor_steps=300,
+)  # fmt: skip
 
 
-def test_data_of_one_outcome_and_bad_actor_settings_are_refused() -> None:
+def test_policy_iteration_lifts_a_policy_that_never_aims_and_keeps_the_best_actor() -> None:
+    run = policy_iteration(ToyPeg(), Still(), QUICK, eval_episodes=50)
+    rows = run.evaluations
+    assert [r["env_steps"] for r in rows] == [0, 300 * STEPS, 320 * STEPS]
+    assert rows[1]["success_rate"] > rows[0]["success_rate"] + 0.3
+    assert len(run.actors) == 2 and run.env_steps == 320 * STEPS
+    assert [e["env_steps"] for e in run.episodes[:2]] == [STEPS, 2 * STEPS]
+    kept = 1 if rows[1]["success_rate"] > rows[2]["success_rate"] else 2
+    assert run.agent is run.actors[kept - 1] and run.kept_step == rows[kept]["env_steps"]
+
+
+def test_the_budget_ends_the_data_and_the_iterations() -> None:
+    run = policy_iteration(ToyPeg(), Still(), QUICK, eval_episodes=10, total_steps=995)
+    assert run.env_steps == 100 * STEPS  # the episode that passes 995 steps is the last
+    assert len(run.evaluations) == 2 and len(run.actors) == 1
+
+
+def test_a_stopped_run_keeps_the_base() -> None:
+    stop = threading.Event()
+    stop.set()
+    run = policy_iteration(ToyPeg(), Still(), QUICK, eval_episodes=5, stop=stop)
+    assert run.interrupted and run.actors == [] and run.env_steps == 0
+    state = state_vector(ToyPeg().reset(0)[0])
+    assert np.all(run.agent.correction(state) == 0.0)  # a still actor: the base alone
+
+
+def test_the_actor_saved_as_a_residual_acts_the_same_after_loading(
+    phi: SuccessPotential, tmp_path
+) -> None:
+    episodes = rollouts(ToyPeg(), Still(), 30, seed=1)
+    actor = fit_actor(phi, episodes, ToyPeg.max_dpos, PotentialConfig(actor_steps=50))
+    agent = PotentialResidual(actor, act_dim=7)
+    states = np.stack([state_vector(ToyPeg().reset(s)[0]) for s in range(4)])
+    base = np.full((4, 7), 0.99, np.float32)
+    executed, residual = agent.act(states, base)
+    assert np.all(residual[:, 2:] == 0.0) and np.allclose(residual[:, :2], actor(
+        torch.from_numpy(states)).detach().numpy())  # fmt: skip
+    assert executed.max() <= 1.0 and np.allclose(executed, np.clip(base + residual, -1, 1))
+    loaded, meta = load_potential(save_potential(agent, tmp_path / "ckpt", {"task": "toy"}))
+    assert meta == {"task": "toy"} and loaded.act_dim == 7
+    assert np.array_equal(loaded.act(states, base)[1], residual)
+
+
+def test_data_of_one_outcome_and_bad_settings_are_refused(tmp_path) -> None:
     failures = [(np.zeros((3, STATE_DIM), np.float32), False)] * 4
-    with pytest.raises(ValueError, match="successful and failed"):
+    with pytest.raises(ValueError, match="all 4 failed"):
         fit_potential(failures, steps=1)
     with pytest.raises(ValueError, match="bound > 0"):
-        ActorFit(bound=0.0)
+        PotentialConfig(bound=0.0)
+    with pytest.raises(ValueError, match="counts >= 1"):
+        PotentialConfig(iterations=0)
+    actor = PotentialActor(np.zeros(FEATURE_DIM), np.ones(FEATURE_DIM), bound=0.05)
+    with pytest.raises(ValueError, match="at least 2 entries"):
+        PotentialResidual(actor, act_dim=1)
+    (tmp_path / "other").mkdir()
+    with pytest.raises(CheckpointError, match="no success-potential checkpoint"):
+        load_potential(tmp_path / "other")

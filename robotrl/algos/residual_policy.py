@@ -18,13 +18,15 @@ from policies.registry import set_noise_scale
 from robotrl.algos.agent_checkpoint import checkpoint_kind, load_context
 from robotrl.algos.residual import Featurizer, load_agent
 from robotrl.algos.residual_ppo import load_residual_ppo
+from robotrl.algos.success_potential import load_potential
 from robotrl.chunk_runner import ChunkRunner
 
 
 class ResidualActor(Protocol):
     """What acts as a residual on a base: the off-policy
     :class:`~robotrl.algos.residual.ResidualAgent` and the on-policy
-    :class:`~robotrl.algos.residual_ppo.ResidualPPOAgent`."""
+    :class:`~robotrl.algos.residual_ppo.ResidualPPOAgent`, and the success potential's actor
+    :class:`~robotrl.algos.success_potential.PotentialResidual`."""
 
     obs_dim: int
     act_dim: int
@@ -119,12 +121,12 @@ class ResidualPolicy(ResidualRunner):
         return self.act({k: np.asarray(v)[None] for k, v in obs.items()})[0]
 
 
-RESIDUAL_KINDS = ("residual", "residual_ppo")
+RESIDUAL_KINDS = ("residual", "residual_ppo", "potential")
 
 
 def is_residual_checkpoint(directory: str | os.PathLike[str]) -> bool:
-    """True when ``directory`` holds a ``robotrl train-rl algo=residual|rlpd|residual_ppo``
-    checkpoint."""
+    """True when ``directory`` holds a ``robotrl train-rl algo=residual|rlpd|residual_ppo|
+    potential`` checkpoint."""
     return checkpoint_kind(directory) in RESIDUAL_KINDS
 
 
@@ -140,8 +142,11 @@ def load_residual_policy(
             give it when the base has moved since).
     """
     agent: ResidualActor
-    if checkpoint_kind(directory) == "residual_ppo":
+    kind = checkpoint_kind(directory)
+    if kind == "residual_ppo":
         agent, meta = load_residual_ppo(directory)
+    elif kind == "potential":
+        agent, meta = load_potential(directory)
     else:
         agent, meta = load_agent(directory)
     ctx = load_context(directory, meta, agent.obs_dim, "residual", base_checkpoint)

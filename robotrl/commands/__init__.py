@@ -150,6 +150,7 @@ CONFIG_DATACLASSES: dict[str, tuple[tuple[str, str], ...]] = {
         ("", "robotrl.algos.flow_pg_training:FlowTrainConfig"),
         ("residual", "robotrl.algos.residual:ResidualConfig"),
         ("dsrl", "robotrl.algos.dsrl:DSRLConfig"),
+        ("potential", "robotrl.algos.success_potential:PotentialConfig"),
         ("residual_ppo", "robotrl.algos.residual_ppo:ResidualPPOConfig"),
         ("flow_pg", "robotrl.algos.flow_pg:FlowPGConfig"),
     ),

@@ -34,6 +34,7 @@ from robotrl.algos.reward_wrapper import with_reward_classifier
 from robotrl.algos.safety_critic import SafetyCritic
 from robotrl.commands.dsrl import run_dsrl
 from robotrl.commands.flow_pg import FLOW_ALGOS, run_flow_pg
+from robotrl.commands.potential import run_potential
 from robotrl.commands.residual_ppo import run_residual_ppo
 from robotrl.commands.train_rl_roles import act, learn, plot_learning_curves, split
 from robotrl.datasets.episode_store import open_intact
@@ -196,8 +197,10 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
         return run_dsrl(cfg)
     if cfg.algo == "residual_ppo":
         return run_residual_ppo(cfg)
+    if cfg.algo == "potential":
+        return run_potential(cfg)
     if cfg.algo not in ("residual", "rlpd"):
-        algos = ["residual", "rlpd", "residual_ppo", "dsrl", *FLOW_ALGOS]
+        algos = ["residual", "rlpd", "residual_ppo", "dsrl", "potential", *FLOW_ALGOS]
         raise ValueError(f"unknown algo {cfg.algo!r}; available: {algos}")
     if cfg.role not in ROLES:
         raise ValueError(f"unknown role {cfg.role!r}; available: {list(ROLES)}")
