@@ -2,7 +2,7 @@
 
 Usage: python bench/peg_failures.py checkpoint=<train-bc or train-rl checkpoint>
     [episodes=100] [seed=200000] [noise_std=0] [noise_steps=30] [servo_gain=0]
-    [noise_scale=<a base: 0; a residual: its own>]
+    [expert_rotation=false] [noise_scale=<a base: 0; a residual: its own>]
 
 Classifies each episode ``seed + i`` by :mod:`robotrl.benchmarks.peg_failures` (success, touched
 down aligned but not in, touched down off the hole's centre, never touched down) and reports the
@@ -11,7 +11,8 @@ touchdown's horizontal error [mm] of successes and failures. With ``noise_std`` 
 units] on translation and rotation: the success left shows what exploring the approach alone
 costs the policy. With ``servo_gain`` > 0 a scripted residual corrects x and y by that fraction
 of the peg tip's offset from the hole's centre per step, near the block and within the residual's
-default bound: what a residual that aims would reach.
+default bound: what a residual that aims would reach. With ``expert_rotation=true`` the
+scripted expert's rotation actions replace the policy's: what an exact orientation would add.
 """
 
 from __future__ import annotations
@@ -32,15 +33,17 @@ def main(argv: list[str]) -> dict[str, Any]:
     args = key_values(
         argv,
         {"checkpoint": "", "episodes": "100", "seed": "200000", "noise_std": "0",
-         "noise_steps": "30", "noise_scale": "", "servo_gain": "0"},
+         "noise_steps": "30", "noise_scale": "", "servo_gain": "0",
+         "expert_rotation": "false"},
         __doc__,
         required="checkpoint",
     )  # fmt: skip
     policy, env = policy_and_env(args["checkpoint"], args["noise_scale"], "peg_insert")
     n, seed = int(args["episodes"]), int(args["seed"])
     change = Perturbation(
-        float(args["noise_std"]), int(args["noise_steps"]), float(args["servo_gain"])
-    )
+        float(args["noise_std"]), int(args["noise_steps"]), float(args["servo_gain"]),
+        args["expert_rotation"].lower() == "true",
+    )  # fmt: skip
     with torch.no_grad():
         out = peg_failures(env, policy, episodes=n, seed=seed, change=change)
     env.close()

@@ -60,9 +60,10 @@ def test_the_servo_corrects_a_fraction_of_the_offset_within_the_bound_near_the_b
 class _Expert:
     """The scripted peg_insert expert, or a policy that holds still (an episode policy)."""
 
-    def __init__(self, env, hold: bool = False, aim_off: float = 0.0) -> None:
+    def __init__(self, env, hold: bool = False, aim_off: float = 0.0, yaw: float = 0.0) -> None:
         self.expert, self.hold = sim.make_expert("peg_insert", env), hold
         self.aim_off = aim_off  # [m] along x: the expert aims at a hole this far off
+        self.yaw = yaw  # not 0: every action's rotation is this about z [action units]: a spin
 
     def reset(self) -> None:
         self.expert.reset()
@@ -71,7 +72,10 @@ class _Expert:
         if self.hold:
             return np.r_[np.zeros(6), 1.0]
         seen = {**obs, "state/hole_pos": obs["state/hole_pos"] + [self.aim_off, 0.0, 0.0]}
-        return self.expert(seen)
+        action = self.expert(seen)
+        if self.yaw:
+            action[3:6] = [0.0, 0.0, self.yaw]
+        return action
 
 
 @pytest.fixture(scope="module")
@@ -100,6 +104,15 @@ def test_the_servo_pulls_a_misaimed_policys_touchdown_towards_the_centre(env) ->
     assert alone["modes"] == {"touched_off": 1}
     served_mm = next(mm for mm in served["touch_xy_mm"].values() if mm)[1]  # success or not
     assert served_mm < 0.6 * alone["touch_xy_mm"]["failure"][1]
+
+
+def test_the_experts_rotation_undoes_a_policys_spin(env) -> None:
+    spinning = _Expert(env, yaw=0.3)
+    alone = peg_failures(env, spinning, episodes=1, seed=0)
+    fixed = peg_failures(
+        env, spinning, episodes=1, seed=0, change=Perturbation(expert_rotation=True)
+    )
+    assert alone["success_rate"] == 0.0 and fixed["success_rate"] == 1.0
 
 
 @pytest.mark.parametrize(("episodes", "std"), [(0, 0.0), (1, -0.1), (1, float("nan"))])

@@ -11,7 +11,8 @@ of every episode (before the touchdown, where it only perturbs the approach: wha
 there costs), and a scripted residual while the peg's lower end is within :data:`SERVO_ZONE`
 above the block (:func:`servo`, a proportional correction of the tip's horizontal offset from
 the hole's centre within the residual's default bound: what a residual that aims could reach,
-without learning).
+without learning), and the scripted expert's rotation actions in place of the policy's (what
+an exact orientation would add).
 
 Frames and units: positions are the env's ``state/peg_pos`` / ``state/peg_quat`` /
 ``state/hole_pos`` (base frame, metres; reported in millimetres); actions and noise are the env's
@@ -26,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+import sim
 from controllers.rotations import quat_to_mat
 from robotrl.algos.residual import ResidualConfig
 from robotrl.evaluation import EpisodePolicy
@@ -81,6 +83,8 @@ class Perturbation:
             translation and rotation of each of the first ``noise_steps`` actions.
         noise_steps: how many actions from the episode's start get that noise.
         servo_gain: gain of :func:`servo`, added to the x and y of every action (0: none).
+        expert_rotation: every action's rotation (entries 3-5) is the task's scripted expert's,
+            not the policy's.
 
     Raises:
         ValueError: a negative or non-finite ``noise_std`` or ``servo_gain``.
@@ -89,6 +93,7 @@ class Perturbation:
     noise_std: float = 0.0
     noise_steps: int = 0
     servo_gain: float = 0.0
+    expert_rotation: bool = False
 
     def __post_init__(self) -> None:
         for name in ("noise_std", "servo_gain"):
@@ -123,8 +128,11 @@ def record_episode(
     rng = rng or np.random.default_rng(seed)
     success, touch, touch_step, t = False, None, None, 0
     bottom = peg_bottom(obs)
+    expert = sim.make_expert("peg_insert", env) if change.expert_rotation else None
     while True:
         action = np.asarray(policy(obs), dtype=np.float64)
+        if expert is not None:
+            action[3:6] = expert(obs)[3:6]
         if change.noise_std > 0 and t < change.noise_steps:
             noise = np.clip(rng.standard_normal(action.shape), -2.0, 2.0) * change.noise_std
             noise[6:] = 0.0
