@@ -159,6 +159,13 @@ def test_the_budget_ends_the_data_and_the_iterations() -> None:
     assert len(run.evaluations) == 2 and len(run.actors) == 1
 
 
+def test_the_run_ends_at_the_first_evaluation_that_reaches_the_target() -> None:
+    met = policy_iteration(ToyPeg(), Still(), QUICK, eval_episodes=10, target_success=0.0)
+    assert met.steps_to_target == 0 and met.env_steps == 0 and met.actors == []
+    run = policy_iteration(ToyPeg(), Still(), QUICK, eval_episodes=50, target_success=0.5)
+    assert len(run.actors) == 1 and run.steps_to_target == 300 * STEPS
+
+
 def test_a_stopped_run_keeps_the_base() -> None:
     stop = threading.Event()
     stop.set()

@@ -421,6 +421,7 @@ def policy_iteration(
     start = time.perf_counter()
     data_seed, max_dpos = 300_000 + 100_000 * seed, float(env.max_dpos)
     report = report or (lambda row: None)
+    target = float("inf") if target_success is None else float(target_success)
 
     def evaluate(actor: PotentialActor | None, row: dict[str, Any]) -> float:
         improve = actor.correction if actor is not None else None
@@ -444,8 +445,8 @@ def policy_iteration(
     rows: list[dict[str, Any]] = []
     data: list[Episode] = []
     actors: list[PotentialActor] = []
-    reached = evaluate(None, {"env_steps": 0}) >= (target_success or 2.0)
-    newest = collect(None, config.base_episodes, 0)
+    reached = evaluate(None, {"env_steps": 0}) >= target
+    newest = [] if reached else collect(None, config.base_episodes, 0)
     data += newest
     for it in range(1, config.iterations + 1):
         if reached or (stop is not None and stop.is_set()):
@@ -454,7 +455,7 @@ def policy_iteration(
         actors.append(fit_actor(phi, data, max_dpos, config, seed))
         steps = int(sum(len(s) for s, _ in data))
         row = {"iteration": it, "env_steps": steps, "rollout_success": _rate(newest)}
-        reached = evaluate(actors[-1], row) >= (target_success or 2.0)
+        reached = evaluate(actors[-1], row) >= target
         if it == config.iterations or (total_steps is not None and steps >= total_steps):
             break
         newest = collect(actors[-1], config.episodes_per_iteration, it + 1)
@@ -467,7 +468,7 @@ def policy_iteration(
         steps += len(states)
         log.append({"env_steps": steps, "success": float(ok), "length": len(states),
                     "intervention_rate": 0.0})  # fmt: skip
-    hit = next((r["env_steps"] for r in rows if r["success_rate"] >= (target_success or 2.0)), None)
+    hit = next((r["env_steps"] for r in rows if r["success_rate"] >= target), None)
     return PotentialRun(
         evaluations=rows, actors=actors, agent=agent, episodes=log, env_steps=steps,
         wall_s=time.perf_counter() - start, steps_to_target=hit,
