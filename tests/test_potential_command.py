@@ -91,9 +91,10 @@ def test_train_rl_potential_end_to_end_and_eval(tmp_path, peg_base, monkeypatch)
 
 
 @pytest.mark.slow
-def test_a_base_that_never_succeeds_is_refused_in_one_line(tmp_path, peg_base) -> None:
+def test_a_base_that_never_succeeds_is_refused_in_one_line(tmp_path, peg_base, capsys) -> None:
     with pytest.raises(ValueError, match="all 8 failed"):
-        run_train_rl(_cfg(tmp_path, peg_base, "potential.iterations=1"))
+        run_train_rl(_cfg(tmp_path, peg_base, "potential.iterations=1", "demos=some.zarr"))
+    assert "demos=some.zarr is not read" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

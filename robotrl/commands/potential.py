@@ -5,6 +5,7 @@ CSV, the learning curve, the episodes' log, MP4s and a JSON summary."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -49,6 +50,12 @@ def run_potential(cfg: DictConfig) -> dict[str, Any]:
     if cfg.total_steps < 1:
         raise ValueError(
             f"total_steps={cfg.total_steps}: algo=potential needs env steps to learn from"
+        )
+    if cfg.demos:
+        print(
+            "robotrl train-rl: algo=potential learns from the base's own rollouts; "
+            f"demos={cfg.demos} is not read",
+            file=sys.stderr,
         )
     base: Any
     base, meta = load_policy(cfg.checkpoint)
