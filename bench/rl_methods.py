@@ -83,6 +83,8 @@ LABELS = {
     "rlpd": "RLPD-style from scratch (TD3 actor, same demos)",
     "potential": "success potential + actor (no critic; peg_insert)",
 }
+# methods that read peg_insert's state (the peg and the hole)
+PEG_ONLY = {"potential"}
 # methods with a budget of their own (on-policy: far more env steps than the base's budget)
 OWN_BUDGET = {"residual_ppo"}
 FRESH_SEED = 200_000  # re-evaluations start here: episodes no training evaluation (100 000+) saw
@@ -265,6 +267,8 @@ def run_all(args: dict[str, str]) -> None:
             raise SystemExit(f"unknown method {m!r} or base {b!r}")
         if any("{classifier}" in o for o in METHODS[m]) and "classifier" not in bases[b]:
             raise SystemExit(f"method {m!r} needs a success classifier; base {b!r} has none")
+        if m in PEG_ONLY and bases[b].get("task") != "peg_insert":
+            raise SystemExit(f"method {m!r} is peg_insert's; base {b!r} is {bases[b].get('task')}")
 
     def one(cell: tuple[str, str, int]) -> None:
         if cell in done():  # another `run` on the same out finished it meanwhile

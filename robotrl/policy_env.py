@@ -1,15 +1,18 @@
-"""Build the sim env a checkpoint was trained for, and roll it out (shared by train-bc, eval
-and the RL commands)."""
+"""Build the sim env a checkpoint was trained for, load a checkpoint as an RL run's frozen
+base, and roll policies out (shared by train-bc, eval and the RL commands)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import sim
+from policies.checkpoint import execute_horizon, load_policy
+from policies.registry import has_noise_scale, set_noise_scale
 from robotrl.chunk_runner import ChunkRunner, as_episode_policy
 from robotrl.evaluation import EpisodePolicy, EvalResult, evaluate, evaluate_vector
 from robotrl.video import write_mp4
@@ -23,6 +26,40 @@ def env_kwargs(meta: Mapping[str, Any]) -> dict[str, Any]:
         kw["cameras"] = tuple(env["cameras"])
         kw["image_size"] = tuple(env.get("image_size", (96, 96)))
     return kw
+
+
+@dataclass
+class FrozenBase:
+    """The base an RL run acts on (:func:`frozen_base`)."""
+
+    policy: Any  # the chunk policy, its initial-noise scale set
+    meta: dict[str, Any]  # its checkpoint's metadata
+    task: str  # the run's task
+    execute_horizon: int  # Te: actions run per planned chunk
+    noise_scale: float  # the initial-noise scale it samples with (the checkpoint records it)
+
+
+def frozen_base(cfg: Mapping[str, Any], wrap: Callable[[Any], Any] | None = None) -> FrozenBase:
+    """``cfg.checkpoint``'s policy as an RL run's frozen base: ``wrap``-ped when given (e.g. a
+    zero base with its keys), sampling with ``cfg.base_noise_scale`` (null: 0, its mean noise,
+    where it has a sampler, else 1), on ``cfg.task`` (null: the checkpoint's) with the
+    checkpoint's Te.
+
+    Raises:
+        ValueError: neither names a task.
+        policies.checkpoint.CheckpointError: the checkpoint does not load.
+    """
+    policy, meta = load_policy(cfg["checkpoint"])
+    base = wrap(policy) if wrap is not None else policy
+    scale = cfg.get("base_noise_scale")
+    if scale is None:
+        scale = 0.0 if has_noise_scale(base) else 1.0
+    set_noise_scale(base, scale, "base_noise_scale")
+    task = cfg.get("task") or meta.get("task")
+    if not task:
+        raise ValueError("the checkpoint names no task: give task=...")
+    te = execute_horizon(meta, base.action_horizon)
+    return FrozenBase(base, meta, str(task), te, float(scale))
 
 
 def with_backend(

@@ -1,4 +1,8 @@
-from robotrl.policy_env import with_backend
+import pytest
+from tiny_reach import reach_demos, tiny_checkpoint
+
+from robotrl.algos.residual_policy import ZeroPolicy
+from robotrl.policy_env import frozen_base, with_backend
 
 
 def test_with_backend_maps_the_native_controller_for_other_simulators():
@@ -10,7 +14,6 @@ def test_with_backend_maps_the_native_controller_for_other_simulators():
 
 
 def test_run_env_kwargs_apply_backend_and_safety_and_refuse_a_robot_to_sim_only_commands():
-    import pytest
     from omegaconf import OmegaConf
 
     from robotrl.policy_env import run_env_kwargs
@@ -38,3 +41,14 @@ def test_imports_without_the_config_stack():
         "import robotrl.policy_env"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_frozen_base_runs_from_its_mean_noise_on_the_checkpoints_task(tmp_path):
+    ckpt = tiny_checkpoint(tmp_path, reach_demos(tmp_path, episodes=2))
+    cfg = {"checkpoint": ckpt, "base_noise_scale": None, "task": None}
+    base = frozen_base(cfg)
+    assert (base.task, base.noise_scale, base.execute_horizon) == ("reach", 0.0, 8)
+    assert frozen_base({**cfg, "base_noise_scale": 1.0}).noise_scale == 1.0
+    zero = frozen_base(cfg, ZeroPolicy)  # no sampler: it runs as it is
+    assert isinstance(zero.policy, ZeroPolicy) and zero.noise_scale == 1.0
+    assert frozen_base({**cfg, "task": "lift"}).task == "lift"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tiny_reach import evaluate_checkpoint, tiny_checkpoint
+from tiny_reach import evaluate_checkpoint, reach_demos, tiny_checkpoint
 
 import sim
 from robotrl.algos.kept_agent import best_evaluation
@@ -91,21 +91,38 @@ def test_train_rl_potential_end_to_end_and_eval(tmp_path, peg_base, monkeypatch)
 
 
 @pytest.mark.slow
-def test_a_base_that_never_succeeds_is_refused_in_one_line(tmp_path, peg_base, capsys) -> None:
-    with pytest.raises(ValueError, match="all 8 failed"):
-        run_train_rl(_cfg(tmp_path, peg_base, "potential.iterations=1", "demos=some.zarr"))
-    assert "demos=some.zarr is not read" in capsys.readouterr().err
+def test_a_base_that_never_succeeds_is_kept_and_the_run_says_why(tmp_path, peg_base, capsys):
+    out = run_train_rl(_cfg(tmp_path, peg_base, "demos=some.zarr", "eval_every=500"))
+    err = capsys.readouterr().err
+    assert "does not read eval_every=500, demos=some.zarr" in err
+    assert out["ended"] == "all 8 rollouts failed: Φ has nothing to tell apart"
+    assert out["ended"] in err
+    assert out["iterations"] == 0 and out["kept_step"] == 0 and out["env_steps"] > 0
+    policy, _ = load_residual_policy(out["checkpoint"])  # the base alone: a still actor
+    assert not policy.agent.act(np.zeros((1, 16), np.float32), np.zeros((1, 7), np.float32))[
+        1
+    ].any()
+
+
+@pytest.mark.slow
+def test_a_task_without_a_peg_is_refused_before_the_run_directory(tmp_path) -> None:
+    ckpt = tiny_checkpoint(tmp_path, reach_demos(tmp_path, episodes=2))
+    with pytest.raises(ValueError, match="a success potential is peg_insert's"):
+        run_train_rl(_cfg(tmp_path / "runs", ckpt))
+    assert not (tmp_path / "runs").exists()
 
 
 @pytest.mark.parametrize(
     ("extra", "match"),
     [
-        (["role=learner"], "role must be single"),
-        (["human=scripted"], "human must be none"),
-        (["num_envs=2"], "num_envs must be 1"),
-        (["obs_keys=[state/peg_pos]"], "obs_keys must be None"),
+        (["role=learner"], "needs role=single: it runs in one process"),
+        (["human=scripted"], "needs human=none"),
+        (["num_envs=2"], "needs num_envs=1"),
+        (["obs_keys=[state/peg_pos]"], "needs obs_keys=null"),
         (["total_steps=0"], "total_steps=0"),
+        (["eval_episodes=0"], "eval_episodes=0"),
         (["potential.bound=0"], "bound > 0"),
+        (["potential.noise_std=nan"], "finite"),
     ],
 )
 def test_settings_it_cannot_run_are_refused_before_loading(tmp_path, extra, match) -> None:

@@ -10,6 +10,7 @@ down in ten steps; the episode succeeds when it arrives within 1.5 mm."""
 from __future__ import annotations
 
 import threading
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ import torch
 
 import sim
 from policies.checkpoint import CheckpointError
+from robotrl.algos import success_potential as sp
 from robotrl.algos.success_potential import (
     FEATURE_DIM,
     HOLE,
@@ -153,10 +155,38 @@ def test_policy_iteration_lifts_a_policy_that_never_aims_and_keeps_the_best_acto
     assert run.agent is run.actors[kept - 1] and run.kept_step == rows[kept]["env_steps"]
 
 
+@pytest.mark.parametrize(("keep_best", "kept"), [(True, 1), (False, 2)])
+def test_the_kept_actor_is_the_best_evaluations_or_the_last(monkeypatch, keep_best, kept) -> None:
+    rates = iter([0.1, 0.9, 0.5])  # the base, iteration 1, iteration 2
+    monkeypatch.setattr(sp, "evaluate", lambda *a, **k: SimpleNamespace(success_rate=next(rates)))
+    run = policy_iteration(ToyPeg(), Still(), QUICK, keep_best=keep_best)
+    assert run.agent is run.actors[kept - 1] and run.kept_step == run.evaluations[kept]["env_steps"]
+
+
+class FarPeg(ToyPeg):
+    """The toy peg always starting 4 mm off in x and y: the still policy never succeeds."""
+
+    def reset(self, seed: int) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        super().reset(seed)
+        self.xy = np.full(2, START_MM / 1000)
+        return self._obs(), {}
+
+
+def test_data_of_one_outcome_ends_the_run_with_the_base_kept() -> None:
+    run = policy_iteration(FarPeg(), Still(), QUICK, eval_episodes=5)
+    assert run.ended == "all 300 rollouts failed: Φ has nothing to tell apart"
+    assert run.actors == [] and len(run.evaluations) == 1
+    state = state_vector(FarPeg().reset(0)[0])
+    assert np.all(run.agent.correction(state) == 0.0)
+    cut = policy_iteration(FarPeg(), Still(), QUICK, eval_episodes=5, total_steps=30)
+    assert cut.ended.endswith("(raise total_steps=30)") and cut.env_steps == 30
+
+
 def test_the_budget_ends_the_data_and_the_iterations() -> None:
     run = policy_iteration(ToyPeg(), Still(), QUICK, eval_episodes=10, total_steps=995)
     assert run.env_steps == 100 * STEPS  # the episode that passes 995 steps is the last
     assert len(run.evaluations) == 2 and len(run.actors) == 1
+    assert run.ended == "total_steps=995 spent after 1 of 2 iterations"
 
 
 def test_the_run_ends_at_the_first_evaluation_that_reaches_the_target() -> None:
@@ -171,6 +201,7 @@ def test_a_stopped_run_keeps_the_base() -> None:
     stop.set()
     run = policy_iteration(ToyPeg(), Still(), QUICK, eval_episodes=5, stop=stop)
     assert run.interrupted and run.actors == [] and run.env_steps == 0
+    assert run.ended == "stopped on request"
     state = state_vector(ToyPeg().reset(0)[0])
     assert np.all(run.agent.correction(state) == 0.0)  # a still actor: the base alone
 
@@ -200,6 +231,10 @@ def test_data_of_one_outcome_and_bad_settings_are_refused(tmp_path) -> None:
         PotentialConfig(bound=0.0)
     with pytest.raises(ValueError, match="counts >= 1"):
         PotentialConfig(iterations=0)
+    with pytest.raises(ValueError, match="finite"):
+        PotentialConfig(kappa=float("nan"))
+    with pytest.raises(ValueError, match="eval_episodes must be >= 1"):
+        policy_iteration(ToyPeg(), Still(), QUICK, eval_episodes=0)
     actor = PotentialActor(np.zeros(FEATURE_DIM), np.ones(FEATURE_DIM), bound=0.05)
     with pytest.raises(ValueError, match="at least 2 entries"):
         PotentialResidual(actor, act_dim=1)

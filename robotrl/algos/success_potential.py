@@ -20,6 +20,7 @@ on a peg_insert base; its checkpoint is the kept actor as a residual on that bas
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -35,7 +36,7 @@ from tqdm.auto import tqdm
 
 from policies.checkpoint import CONFIG, CheckpointError, load_into, read_doc, save_module
 from robotrl.algos.kept_agent import best_evaluation
-from robotrl.evaluation import EpisodePolicy
+from robotrl.evaluation import EpisodePolicy, evaluate, seeded_torch
 
 # the state vector: these peg_insert entries, in this order, with their sizes
 STATE_SIZES = {"state/ee_twist": 6, "state/peg_pos": 3, "state/hole_pos": 3}
@@ -141,7 +142,8 @@ class PotentialConfig:
     """``robotrl train-rl algo=potential``'s settings (the ``potential`` section).
 
     Attributes:
-        iterations: policy-iteration steps (each: fit Φ and the actor, evaluate, roll out).
+        iterations: policy-iteration steps (each: fit Φ and the actor, evaluate and, but
+            for the last, roll the improved policy out).
         base_episodes: the base's own rollouts Φ is first fitted on.
         episodes_per_iteration: rollouts of each improved policy added to the data.
         noise_std: independent Gaussian noise on every rollout action [action units].
@@ -166,16 +168,16 @@ class PotentialConfig:
     def __post_init__(self) -> None:
         counts = (self.iterations, self.base_episodes, self.episodes_per_iteration,
                   self.potential_steps, self.actor_steps, self.batch)  # fmt: skip
+        reals = (self.noise_std, self.bound, self.kappa, self.lr)
         if (
-            min(counts) < 1
+            not all(map(math.isfinite, reals))
+            or min(counts) < 1
             or self.bound <= 0
-            or self.lr <= 0
-            or self.kappa < 0
-            or (self.noise_std < 0)
+            or (self.lr <= 0 or self.kappa < 0 or self.noise_std < 0)
         ):
             raise ValueError(
-                f"potential: need counts >= 1, bound > 0, lr > 0, kappa >= 0, noise_std >= 0: "
-                f"{self}"
+                "potential: need counts >= 1 and finite bound > 0, lr > 0, kappa >= 0, "
+                f"noise_std >= 0: {self}"
             )
 
 
@@ -389,6 +391,24 @@ class PotentialRun:
     steps_to_target: int | None
     kept_step: int
     interrupted: bool = False
+    ended: str = ""  # why the run ended before its last iteration ("": it ran them all)
+
+
+class ImprovedPolicy:
+    """One env's ``EpisodePolicy``: ``policy`` plus ``actor``'s x-y correction (None: none),
+    clipped to [-1, 1]."""
+
+    def __init__(self, policy: EpisodePolicy, actor: PotentialActor | None) -> None:
+        self.policy, self.actor = policy, actor
+
+    def reset(self) -> None:
+        self.policy.reset()
+
+    def __call__(self, obs: dict[str, np.ndarray]) -> np.ndarray:
+        action = np.array(self.policy(obs), np.float32)
+        if self.actor is not None:
+            action[:2] += self.actor.correction(state_vector(obs))
+        return np.clip(action, -1.0, 1.0)
 
 
 def policy_iteration(
@@ -410,53 +430,72 @@ def policy_iteration(
     """Improve ``policy`` (one env's) by ``config.iterations`` steps of policy iteration on Φ.
 
     Each iteration fits Φ on every episode so far, fits the actor on Φ, evaluates the improved
-    policy on ``eval_episodes`` episodes seeded from ``eval_seed`` and rolls it out for the
-    next iteration's data. Rollouts are seeded from ``300 000 + 100 000 * seed`` (clear of
-    ``eval_seed``'s). The run ends early once the rollouts' env steps reach ``total_steps`` (the
-    data ends there; the last episode may pass it), an evaluation reaches ``target_success``,
-    or ``stop`` is set. ``env.max_dpos``: the env's translation per action unit [m].
+    policy on ``eval_episodes`` episodes seeded from ``eval_seed``
+    (:func:`robotrl.evaluation.evaluate`) and rolls it out for the next iteration's data.
+    Rollouts are seeded from ``300 000 + 100 000 * seed`` (clear of ``eval_seed``'s), torch's
+    draws too. The run ends early, saying why in ``ended``, once the rollouts' env steps reach
+    ``total_steps`` (the data ends there; the last episode may pass it), an evaluation reaches
+    ``target_success``, ``stop`` is set, or the data holds only successes or only failures (Φ
+    has nothing to tell apart). ``env.max_dpos``: the env's translation per action unit [m].
     ``on_step`` gets every rollout step's ``info`` (not the evaluations'); ``report`` every
     evaluation row as soon as it is measured.
+
+    Raises:
+        ValueError: ``eval_episodes`` < 1.
     """
+    if eval_episodes < 1:
+        raise ValueError(f"eval_episodes must be >= 1, got {eval_episodes}")
     start = time.perf_counter()
     data_seed, max_dpos = 300_000 + 100_000 * seed, float(env.max_dpos)
     report = report or (lambda row: None)
     target = float("inf") if target_success is None else float(target_success)
 
-    def evaluate(actor: PotentialActor | None, row: dict[str, Any]) -> float:
-        improve = actor.correction if actor is not None else None
-        done = rollouts(
-            env, policy, eval_episodes, eval_seed, improve=improve, progress=progress, desc="eval"
-        )
-        rows.append({**row, "success_rate": _rate(done)})
+    def evaluated(actor: PotentialActor | None, row: dict[str, Any]) -> bool:
+        """Evaluate, report; True when the target is reached."""
+        res = evaluate(env, ImprovedPolicy(policy, actor), eval_episodes, seed=eval_seed,
+                       progress=progress)  # fmt: skip
+        rows.append({**row, "success_rate": res.success_rate})
         report(rows[-1])
-        return rows[-1]["success_rate"]
+        return res.success_rate >= target
 
     def collect(actor: PotentialActor | None, episodes: int, it: int) -> list[Episode]:
-        spent = sum(len(s) for s, _ in data)
-        budget = None if total_steps is None else total_steps - spent
-        return rollouts(
-            env, policy, episodes, data_seed + 10_000 * it, noise_std=config.noise_std,
-            improve=actor.correction if actor is not None else None, max_steps=budget,
-            stop=stop, on_step=on_step, progress=progress,
-            desc="base rollouts" if actor is None else f"iteration {it + 1}",
-        )  # fmt: skip
+        budget = None if total_steps is None else total_steps - _steps(data)
+        with seeded_torch(data_seed + 10_000 * it):
+            return rollouts(
+                env, policy, episodes, data_seed + 10_000 * it, noise_std=config.noise_std,
+                improve=actor.correction if actor is not None else None, max_steps=budget,
+                stop=stop, on_step=on_step, progress=progress,
+                desc="base rollouts" if actor is None else f"iteration {it + 1}",
+            )  # fmt: skip
 
     rows: list[dict[str, Any]] = []
     data: list[Episode] = []
     actors: list[PotentialActor] = []
-    reached = evaluate(None, {"env_steps": 0}) >= target
-    newest = [] if reached else collect(None, config.base_episodes, 0)
+    ended = ""
+    if evaluated(None, {"env_steps": 0}):
+        ended = "the base met target_success"
+    newest = [] if ended else collect(None, config.base_episodes, 0)
     data += newest
     for it in range(1, config.iterations + 1):
-        if reached or (stop is not None and stop.is_set()):
+        outcomes = {ok for _, ok in data}
+        if stop is not None and stop.is_set():
+            ended = ended or "stopped on request"
+        elif not ended and outcomes != {True, False}:
+            what = "succeeded" if outcomes == {True} else "failed"
+            cut = total_steps is not None and _steps(data) >= total_steps
+            ended = f"all {len(data)} rollouts {what}: Φ has nothing to tell apart" + (
+                f" (raise total_steps={total_steps})" if cut else ""
+            )
+        if ended:
             break
         phi = fit_potential(data, config.potential_steps, seed)
         actors.append(fit_actor(phi, data, max_dpos, config, seed))
-        steps = int(sum(len(s) for s, _ in data))
-        row = {"iteration": it, "env_steps": steps, "rollout_success": _rate(newest)}
-        reached = evaluate(actors[-1], row) >= target
-        if it == config.iterations or (total_steps is not None and steps >= total_steps):
+        row = {"iteration": it, "env_steps": _steps(data), "rollout_success": _rate(newest)}
+        if evaluated(actors[-1], row):
+            ended = f"iteration {it} met target_success"
+        elif it < config.iterations and total_steps is not None and _steps(data) >= total_steps:
+            ended = f"total_steps={total_steps} spent after {it} of {config.iterations} iterations"
+        if ended or it == config.iterations:
             break
         newest = collect(actors[-1], config.episodes_per_iteration, it + 1)
         data += newest
@@ -473,7 +512,7 @@ def policy_iteration(
         evaluations=rows, actors=actors, agent=agent, episodes=log, env_steps=steps,
         wall_s=time.perf_counter() - start, steps_to_target=hit,
         kept_step=int(rows[kept]["env_steps"]),
-        interrupted=stop is not None and stop.is_set(),
+        interrupted=stop is not None and stop.is_set(), ended=ended,
     )  # fmt: skip
 
 
@@ -485,6 +524,10 @@ def _untrained(bound: float, hidden: int = 256) -> PotentialActor:
 def _states(episodes: Sequence[Episode]) -> torch.Tensor:
     """(N, STATE_DIM) float32: every state of ``episodes``, in order."""
     return torch.from_numpy(np.concatenate([s for s, _ in episodes]).astype(np.float32))
+
+
+def _steps(episodes: Sequence[Episode]) -> int:
+    return int(sum(len(s) for s, _ in episodes))
 
 
 def _rate(episodes: Sequence[Episode]) -> float:

@@ -12,8 +12,6 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 import sim
-from policies.checkpoint import execute_horizon, load_policy
-from policies.registry import has_noise_scale, set_noise_scale
 from robotrl.algos.residual import StateFeaturizer, stats_meta
 from robotrl.algos.residual_policy import ResidualPolicy
 from robotrl.algos.success_potential import (
@@ -26,56 +24,67 @@ from robotrl.algos.success_potential import (
     state_vector,
 )
 from robotrl.chunk_runner import as_episode_policy
+from robotrl.config_help import config_keys
 from robotrl.metrics import MetricsLogger, episodes_summary, learner_summary
-from robotrl.policy_env import record_videos, run_env_kwargs
+from robotrl.policy_env import frozen_base, record_videos, run_env_kwargs
 from robotrl.run import make_run_dir, save_config
 from robotrl.safety_tally import SafetyTally
 from robotrl.stop_request import KEEPS_BEST, stop_notice, stop_request, stop_summary
 
 EVAL_SEED = 100_000  # the training evaluations' first episode seed, as every learner's
+# settings that must stay as they are: (key, the value it needs, why)
+REFUSED = (
+    ("role", "single", "it runs in one process"),
+    ("num_envs", 1, "it rolls out one env"),
+    ("human", "none", "it learns from the base's own rollouts, without an operator"),
+    ("obs_keys", None, "it reads the peg and the hole (success_potential.STATE_KEYS)"),
+)
+# train-rl keys it does not read (a changed value is named on stderr)
+UNREAD = ("eval_every", "eval_envs", "warmup_steps", "warmup_noise", "critic_warmup_updates",
+          "features", "exclude_damaged")  # fmt: skip
 
 
 def run_potential(cfg: DictConfig) -> dict[str, Any]:
-    """The ``train-rl`` path of ``algo=potential`` (one process, one env)."""
-    refused = {
-        "role": (cfg.role, "single"),
-        "human": (cfg.human, "none"),
-        "num_envs": (cfg.num_envs, 1),
-        "obs_keys": (cfg.obs_keys, None),
-    }
-    for key, (given, needed) in refused.items():
-        if given != needed:
-            raise ValueError(f"algo=potential runs one env in one process: {key} must be {needed}")
+    """The ``train-rl`` path of ``algo=potential`` (one process, one env). Settings it cannot
+    honour are refused before anything loads; ``demos`` and the keys of :data:`UNREAD`, which it
+    does not read, are named on stderr when given."""
+    for key, needed, why in REFUSED:
+        if cfg.get(key) != needed:
+            shown = "null" if needed is None else needed
+            raise ValueError(f"algo=potential needs {key}={shown}: {why}")
+    if cfg.eval_episodes < 1:
+        raise ValueError(
+            f"eval_episodes={cfg.eval_episodes}: algo=potential evaluates each iteration"
+        )
     config = PotentialConfig(**OmegaConf.to_container(cfg.potential))  # type: ignore[arg-type]
     if cfg.total_steps < 1:
         raise ValueError(
             f"total_steps={cfg.total_steps}: algo=potential needs env steps to learn from"
         )
-    if cfg.demos:
+    defaults = config_keys("train_rl")
+    unread = [f"{k}={cfg.get(k)}" for k in UNREAD if cfg.get(k) != defaults.get(k)]
+    unread += [f"demos={cfg.demos}"] if cfg.demos else []
+    if unread:
         print(
-            "robotrl train-rl: algo=potential learns from the base's own rollouts; "
-            f"demos={cfg.demos} is not read",
+            f"robotrl train-rl: algo=potential learns from the base's own rollouts, one "
+            f"evaluation per iteration; it does not read {', '.join(unread)}",
             file=sys.stderr,
         )
-    base: Any
-    base, meta = load_policy(cfg.checkpoint)
-    task = cfg.task or meta.get("task")
-    if not task:
-        raise ValueError("the checkpoint names no task: give task=...")
-    noise_scale = cfg.get("base_noise_scale")
-    if noise_scale is None:  # as the residual: a deterministic base where it has a sampler
-        noise_scale = 0.0 if has_noise_scale(base) else 1.0
-    set_noise_scale(base, noise_scale, "base_noise_scale")
-    te = execute_horizon(meta, base.action_horizon)
+    frozen = frozen_base(cfg)
+    base, meta, task, te = frozen.policy, frozen.meta, frozen.task, frozen.execute_horizon
     kw = run_env_kwargs(cfg, meta, sim_only="algo=potential")
     safety = str(cfg.get("safety", "off"))
     env = sim.make(task, **kw)
+    try:
+        state_vector(env.reset(seed=EVAL_SEED)[0])  # a task without a peg: refused here
+    except ValueError:
+        env.close()
+        raise
     run_dir = make_run_dir(cfg.output_dir, cfg.name)
     save_config(cfg, run_dir)
     logger = MetricsLogger(run_dir / "metrics.csv")
     tally = SafetyTally()
     try:
-        state_vector(env.reset(seed=EVAL_SEED)[0])  # a task without a peg: refused here
         with stop_request(stop_notice("robotrl train-rl", KEEPS_BEST)) as stop:
             run = policy_iteration(
                 env, as_episode_policy(base, te), config, eval_episodes=cfg.eval_episodes,
@@ -85,6 +94,8 @@ def run_potential(cfg: DictConfig) -> dict[str, Any]:
             )  # fmt: skip
     finally:
         env.close()
+    if run.ended:
+        print(f"robotrl train-rl: algo=potential ended early: {run.ended}", file=sys.stderr)
     agent = PotentialResidual(run.agent, base.action_dim)
     identity = {k: {"mean": np.zeros(n), "std": np.ones(n)} for k, n in STATE_SIZES.items()}
     ckpt = save_potential(
@@ -97,7 +108,7 @@ def run_potential(cfg: DictConfig) -> dict[str, Any]:
             "features": "state",
             "execute_horizon": te,
             "featurizer": stats_meta(identity),  # the actor standardises its own inputs
-            "base_noise_scale": float(noise_scale),
+            "base_noise_scale": frozen.noise_scale,
         },
     )
     plot = logger.plot(
@@ -117,6 +128,7 @@ def run_potential(cfg: DictConfig) -> dict[str, Any]:
         "task": task,
         **learner_summary(run),
         "iterations": len(run.actors),
+        "ended": run.ended or None,
         **episodes_summary(run.episodes, run_dir),
         "checkpoint": str(ckpt),
         "plot": str(plot),

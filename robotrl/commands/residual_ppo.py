@@ -4,22 +4,20 @@ write the agent checkpoint, metrics CSV, learning curves, MP4s and a JSON summar
 
 from __future__ import annotations
 
-from importlib import resources
-from typing import Any, cast
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 import sim
-from policies.checkpoint import execute_horizon, load_policy
-from policies.registry import has_noise_scale, set_noise_scale
 from robotrl.algos.perception_features import featurizer_for
 from robotrl.algos.residual import stats_meta
 from robotrl.algos.residual_policy import ResidualPolicy
 from robotrl.algos.residual_ppo import ResidualPPOConfig, save_residual_ppo
 from robotrl.algos.residual_ppo_training import PPORunConfig, train_residual_ppo
 from robotrl.commands.dsrl import state_featurizer
+from robotrl.config_help import config_keys
 from robotrl.metrics import MetricsLogger, episodes_summary, learner_summary
-from robotrl.policy_env import record_videos, run_env_kwargs
+from robotrl.policy_env import frozen_base, record_videos, run_env_kwargs
 from robotrl.run import make_run_dir, save_config
 from robotrl.stop_request import KEEPS_BEST, stop_notice, stop_request, stop_summary
 
@@ -33,9 +31,7 @@ def run_residual_ppo(cfg: DictConfig) -> dict[str, Any]:
     """The ``train-rl`` path of ``algo=residual_ppo`` (one process, in-process envs). A
     ``total_steps``, ``eval_every`` or ``num_envs`` changed from ``train_rl.yaml``'s default is
     refused: its ``residual_ppo.*`` key is what counts."""
-    defaults = cast(
-        DictConfig, OmegaConf.load(str(resources.files("robotrl.conf").joinpath("train_rl.yaml")))
-    )
+    defaults = config_keys("train_rl")
     if cfg.role != "single":
         raise ValueError("algo=residual_ppo runs in one process: role must be 'single'")
     if cfg.human != "none":
@@ -50,16 +46,8 @@ def run_residual_ppo(cfg: DictConfig) -> dict[str, Any]:
         target_success=cfg.target_success,
         keep_best=bool(cfg.keep_best),
     )
-    base: Any
-    base, meta = load_policy(cfg.checkpoint)
-    noise_scale = cfg.get("base_noise_scale")
-    if noise_scale is None:  # a deterministic base where it has a sampler, as algo=residual
-        noise_scale = 0.0 if has_noise_scale(base) else 1.0
-    set_noise_scale(base, noise_scale, "base_noise_scale")
-    task = cfg.task or meta.get("task")
-    if not task:
-        raise ValueError("the checkpoint names no task: give task=...")
-    te = execute_horizon(meta, base.action_horizon)
+    frozen = frozen_base(cfg)
+    base, meta, task, te = frozen.policy, frozen.meta, frozen.task, frozen.execute_horizon
     kw = run_env_kwargs(cfg, meta, sim_only="algo=residual_ppo")
     safety = str(cfg.get("safety", "off"))
     state, stats = state_featurizer(cfg, base)
@@ -81,7 +69,7 @@ def run_residual_ppo(cfg: DictConfig) -> dict[str, Any]:
         )
     meta_ckpt = {
         "base_checkpoint": str(cfg.checkpoint),
-        "base_noise_scale": float(noise_scale),
+        "base_noise_scale": frozen.noise_scale,
         "task": task,
         "obs_keys": state.keys,
         "features": str(cfg.features),

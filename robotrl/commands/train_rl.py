@@ -11,8 +11,6 @@ from omegaconf import DictConfig, OmegaConf
 import sim
 from hardware.devices import make_device
 from policies.base import Policy
-from policies.checkpoint import execute_horizon, load_policy
-from policies.registry import has_noise_scale, set_noise_scale
 from robotrl.algos.hil import DeviceIntervener, ScriptedHuman
 from robotrl.algos.online_risk import OnlineRiskLearner
 from robotrl.algos.perception_features import featurizer_for
@@ -40,7 +38,7 @@ from robotrl.commands.train_rl_roles import act, learn, plot_learning_curves, sp
 from robotrl.datasets.episode_store import open_intact
 from robotrl.distributed.ray_rollout import RayVectorEnv
 from robotrl.metrics import MetricsLogger, episodes_summary, learner_summary
-from robotrl.policy_env import check_one_robot, record_videos, run_env_kwargs
+from robotrl.policy_env import check_one_robot, frozen_base, record_videos, run_env_kwargs
 from robotrl.run import make_run_dir, save_config
 from robotrl.stop_request import KEEPS_BEST, stop_notice, stop_request, stop_summary
 from sim.vector_env import SlicedVectorEnv
@@ -221,18 +219,10 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
     rcfg, warmup_noise = _learner_config(cfg)
     if cfg.role == "split":
         return split(cfg)
-    base: Policy | ZeroPolicy
-    base, meta = load_policy(cfg.checkpoint)
-    if cfg.algo == "rlpd":  # from scratch: the checkpoint lends only its observation keys
-        base = ZeroPolicy(base)
-    noise_scale = cfg.get("base_noise_scale")
-    if noise_scale is None:  # the residual learns on a deterministic base where it has a sampler
-        noise_scale = 0.0 if has_noise_scale(base) else 1.0
-    set_noise_scale(base, noise_scale, "base_noise_scale")
-    task = cfg.task or meta.get("task")
-    if not task:
-        raise ValueError("the checkpoint names no task: give task=...")
-    te = execute_horizon(meta, base.action_horizon)
+    # algo=rlpd learns from scratch: the checkpoint lends only its observation keys
+    frozen = frozen_base(cfg, ZeroPolicy if cfg.algo == "rlpd" else None)
+    base: Policy | ZeroPolicy = frozen.policy
+    meta, task, te = frozen.meta, frozen.task, frozen.execute_horizon
     backend = cfg.get("backend", "mujoco")
     check_one_robot(backend, cfg.num_envs, int(cfg.get("ray", {}).get("workers", 0) or 0))
     if int(cfg.get("eval_envs", 1)) < 1:
@@ -288,7 +278,7 @@ def run_train_rl(cfg: DictConfig) -> dict[str, Any]:
     meta_ckpt = {
         "base_checkpoint": str(cfg.checkpoint),
         "from_scratch": cfg.algo == "rlpd",
-        "base_noise_scale": float(noise_scale),
+        "base_noise_scale": frozen.noise_scale,
         "task": task,
         "obs_keys": keys,
         "features": str(cfg.features),
