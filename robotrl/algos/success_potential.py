@@ -433,12 +433,14 @@ def policy_iteration(
     policy on ``eval_episodes`` episodes seeded from ``eval_seed``
     (:func:`robotrl.evaluation.evaluate`) and rolls it out for the next iteration's data.
     Rollouts are seeded from ``300 000 + 100 000 * seed`` (clear of ``eval_seed``'s), torch's
-    draws too. The run ends early, saying why in ``ended``, once the rollouts' env steps reach
-    ``total_steps`` (the data ends there; the last episode may pass it), an evaluation reaches
-    ``target_success``, ``stop`` is set, or the data holds only successes or only failures (Φ
-    has nothing to tell apart). ``env.max_dpos``: the env's translation per action unit [m].
-    ``on_step`` gets every rollout step's ``info`` (not the evaluations'); ``report`` every
-    evaluation row as soon as it is measured.
+    draws too; iteration i's from ``10 000 * i`` on, so runs of seeds s and s + 1 share
+    episodes only past nine iterations or 10 000 episodes per iteration. The run ends early,
+    saying why in ``ended``, once the rollouts' env steps reach ``total_steps`` (the data ends
+    there; the last episode may pass it), an evaluation reaches ``target_success``, ``stop`` is
+    set, or the data holds only successes or only failures (Φ has nothing to tell apart).
+    ``env.max_dpos``: the env's translation per action unit [m]. ``on_step`` gets every rollout
+    step's ``info`` (not the evaluations'); ``report`` every evaluation row as soon as it is
+    measured.
 
     Raises:
         ValueError: ``eval_episodes`` < 1.
