@@ -79,6 +79,7 @@ class _FeatureNet(nn.Module):
 
     def __init__(self, mean: np.ndarray, std: np.ndarray, outputs: int, hidden: int) -> None:
         super().__init__()
+        self.hidden = int(hidden)
         self.register_buffer("mean", torch.as_tensor(mean, dtype=torch.float32))
         self.register_buffer("std", torch.as_tensor(std, dtype=torch.float32))
         self.net = nn.Sequential(
@@ -274,7 +275,7 @@ def save_potential(
     agent: PotentialResidual, directory: str | os.PathLike[str], meta: dict[str, Any]
 ) -> Path:
     """The actor as a robotrl checkpoint (``meta`` names the base, as a residual's does)."""
-    config = {"act_dim": agent.act_dim, "bound": agent.actor.bound, "hidden": _hidden(agent.actor)}
+    config = {"act_dim": agent.act_dim, "bound": agent.actor.bound, "hidden": agent.actor.hidden}
     return save_module(agent, directory, {"agent": "potential", "config": config, "meta": meta})
 
 
@@ -300,10 +301,26 @@ def still_actor(actor: PotentialActor) -> PotentialActor:
     return actor
 
 
-def _hidden(actor: PotentialActor) -> int:
-    first = actor.net[0]
-    assert isinstance(first, nn.Linear)
-    return int(first.out_features)
+class ImprovedPolicy:
+    """One env's ``EpisodePolicy``: ``policy`` plus ``actor``'s x-y correction (None: none),
+    clipped to [-1, 1]."""
+
+    def __init__(self, policy: EpisodePolicy, actor: PotentialActor | None) -> None:
+        self.policy, self.actor = policy, actor
+
+    def reset(self) -> None:
+        self.policy.reset()
+
+    def unclipped(self, obs: dict[str, np.ndarray], state: np.ndarray | None = None) -> np.ndarray:
+        """(Da,) float32 action before the clip; ``state``: ``obs``'s :func:`state_vector`
+        when the caller has it."""
+        action = np.array(self.policy(obs), np.float32)
+        if self.actor is not None:
+            action[:2] += self.actor.correction(state if state is not None else state_vector(obs))
+        return action
+
+    def __call__(self, obs: dict[str, np.ndarray]) -> np.ndarray:
+        return np.clip(self.unclipped(obs), -1.0, 1.0)
 
 
 def run_episode(
@@ -311,24 +328,23 @@ def run_episode(
     policy: EpisodePolicy,
     seed: int,
     *,
+    actor: PotentialActor | None = None,
     noise_std: float = 0.0,
     rng: np.random.Generator | None = None,
-    improve: Callable[[np.ndarray], np.ndarray] | None = None,
     on_step: Callable[[Mapping[str, Any]], None] | None = None,
 ) -> Episode:
-    """One episode of ``policy`` (plus ``improve(state)``'s x-y correction and independent
-    noise of ``noise_std`` action units per entry): its states and ``info["success"]``.
-    ``on_step`` gets every step's ``info``."""
+    """One episode of ``policy`` plus ``actor``'s x-y correction (:class:`ImprovedPolicy`) and
+    independent noise of ``noise_std`` action units per entry, clipped: its states and
+    ``info["success"]``. ``on_step`` gets every step's ``info``."""
     rng = rng if rng is not None else np.random.default_rng(seed)
+    improved = ImprovedPolicy(policy, actor)
     obs, _ = env.reset(seed=seed)
-    policy.reset()
+    improved.reset()
     states, success, done = [], False, False
     while not done:
         state = state_vector(obs)
         states.append(state)
-        action = np.array(policy(obs), np.float32)
-        if improve is not None:
-            action[:2] += improve(state)
+        action = improved.unclipped(obs, state)
         if noise_std > 0:
             action += rng.normal(0.0, noise_std, action.shape).astype(np.float32)
         obs, _, terminated, truncated, info = env.step(np.clip(action, -1.0, 1.0))
@@ -345,16 +361,17 @@ def rollouts(
     episodes: int,
     seed: int,
     *,
+    actor: PotentialActor | None = None,
     noise_std: float = 0.0,
-    improve: Callable[[np.ndarray], np.ndarray] | None = None,
     max_steps: int | None = None,
     stop: threading.Event | None = None,
     on_step: Callable[[Mapping[str, Any]], None] | None = None,
     progress: bool = False,
     desc: str = "episodes",
 ) -> list[Episode]:
-    """``episodes`` episodes seeded ``seed + i``; fewer when their steps reach ``max_steps``
-    (no episode starts after that; the last may pass it) or ``stop`` is set."""
+    """``episodes`` episodes of :func:`run_episode` seeded ``seed + i``; fewer when their steps
+    reach ``max_steps`` (no episode starts after that; the last may pass it) or ``stop`` is
+    set."""
     rng = np.random.default_rng(seed)
     out: list[Episode] = []
     steps = 0
@@ -363,7 +380,7 @@ def rollouts(
             break
         out.append(
             run_episode(
-                env, policy, seed + i, noise_std=noise_std, rng=rng, improve=improve,
+                env, policy, seed + i, actor=actor, noise_std=noise_std, rng=rng,
                 on_step=on_step,
             )
         )  # fmt: skip
@@ -392,23 +409,6 @@ class PotentialRun:
     kept_step: int
     interrupted: bool = False
     ended: str = ""  # why the run ended before its last iteration ("": it ran them all)
-
-
-class ImprovedPolicy:
-    """One env's ``EpisodePolicy``: ``policy`` plus ``actor``'s x-y correction (None: none),
-    clipped to [-1, 1]."""
-
-    def __init__(self, policy: EpisodePolicy, actor: PotentialActor | None) -> None:
-        self.policy, self.actor = policy, actor
-
-    def reset(self) -> None:
-        self.policy.reset()
-
-    def __call__(self, obs: dict[str, np.ndarray]) -> np.ndarray:
-        action = np.array(self.policy(obs), np.float32)
-        if self.actor is not None:
-            action[:2] += self.actor.correction(state_vector(obs))
-        return np.clip(action, -1.0, 1.0)
 
 
 def policy_iteration(
@@ -465,7 +465,7 @@ def policy_iteration(
         with seeded_torch(data_seed + 10_000 * it):
             return rollouts(
                 env, policy, episodes, data_seed + 10_000 * it, noise_std=config.noise_std,
-                improve=actor.correction if actor is not None else None, max_steps=budget,
+                actor=actor, max_steps=budget,
                 stop=stop, on_step=on_step, progress=progress,
                 desc="base rollouts" if actor is None else f"iteration {it + 1}",
             )  # fmt: skip
