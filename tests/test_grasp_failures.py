@@ -1,6 +1,7 @@
 """The lift failure modes: the classification of an episode's record, the scripted expert's
 episodes are successes, an expert pushed sideways never closes its gripper, and a
-constant offset that undoes a planted one fixes the episodes it broke."""
+constant offset that undoes a planted one fixes the episodes it broke, and the expert's rotation
+rescues a policy that tilts the gripper away unless the fix is bounded below the tilt."""
 
 import numpy as np
 import pytest
@@ -8,6 +9,7 @@ import pytest
 import sim
 from robotrl.benchmarks.grasp_failures import (
     GraspRecord,
+    RotationFix,
     classify,
     constant_offsets,
     grasp_failures,
@@ -93,3 +95,31 @@ def test_offsets_refuse_a_policy_that_does_not_repeat_its_episodes(env) -> None:
 def test_no_episodes_is_refused(env) -> None:
     with pytest.raises(ValueError, match="episodes must be >= 1"):
         grasp_failures(env, _Shifted(env, np.zeros(7)), episodes=0, seed=0)
+
+
+class _Tilting(_Shifted):
+    """The expert whose first rotation entry is held at ``rate``: the gripper tilts away."""
+
+    def __init__(self, env, rate) -> None:
+        super().__init__(env, np.zeros(7))
+        self.rate = rate
+
+    def __call__(self, obs):
+        action = self.expert(obs).copy()
+        action[3] = self.rate
+        return action
+
+
+def test_the_experts_rotation_rescues_a_tilting_policy_unless_bounded_below_the_tilt(env) -> None:
+    tilting = _Tilting(env, 0.3)
+    assert grasp_failures(env, tilting, episodes=2, seed=0)["success_rate"] == 0.0
+    fixed = grasp_failures(env, tilting, episodes=2, seed=0, rotation=RotationFix())
+    assert fixed["success_rate"] == 1.0
+    short = grasp_failures(env, tilting, episodes=2, seed=0, rotation=RotationFix(0.05))
+    assert short["success_rate"] == 0.0
+
+
+@pytest.mark.parametrize("bound", [0.0, -0.1, float("nan")])
+def test_a_rotation_bound_must_be_positive(bound) -> None:
+    with pytest.raises(ValueError, match="rotation_bound must be > 0"):
+        RotationFix(bound)

@@ -8,7 +8,10 @@ on seeded episodes and counts each mode; with ``offsets`` it also replays every 
 with each constant action offset added to every action and counts, per mode, the failures one
 of them turns into a success: what a residual that learnt one constant correction per episode
 could fix, and so what exploration around the policy can find. The replays need a policy that
-repeats an episode exactly (a flow base from its mean noise, a residual on it).
+repeats an episode exactly (a flow base from its mean noise, a residual on it). With
+``expert_rotation`` the scripted expert's rotation actions replace the policy's, or move them
+towards the expert's by at most ``rotation_bound`` per entry: what a residual that orients the
+gripper (within that bound) would reach.
 
 Frames and units: positions are the env's ``state/ee_pos`` and ``state/cube_pos`` (base frame,
 metres); actions and offsets are the env's normalised action units (translation 0-2, rotation
@@ -24,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+import sim
 from robotrl.evaluation import EpisodePolicy
 
 MODES = ("success", "lifted_low", "closed_off", "closed_high", "closed_near", "never_closed")
@@ -64,17 +68,42 @@ def classify(record: GraspRecord) -> str:
     return "closed_near"
 
 
+@dataclass(frozen=True)
+class RotationFix:
+    """The scripted expert's rotation in place of a policy's.
+
+    Attributes:
+        bound: the largest change of each rotation entry (3-5) towards the expert's [action
+            units]; ``inf``: the expert's rotation replaces the policy's.
+    """
+
+    bound: float = float("inf")
+
+    def __post_init__(self) -> None:
+        if not (self.bound > 0 and not np.isnan(self.bound)):
+            raise ValueError(f"rotation_bound must be > 0, got {self.bound}")
+
+
 def record_episode(
-    env: Any, policy: EpisodePolicy, seed: int, offset: np.ndarray | None = None
+    env: Any,
+    policy: EpisodePolicy,
+    seed: int,
+    offset: np.ndarray | None = None,
+    rotation: RotationFix | None = None,
 ) -> GraspRecord:
-    """Run ``policy`` (plus the constant ``offset`` (A,) on every action, clipped to [-1, 1])
-    on the lift episode reset with ``seed``."""
+    """Run ``policy`` (its rotation moved towards the expert's as ``rotation`` says, plus the
+    constant ``offset`` (A,) on every action, clipped to [-1, 1]) on the lift episode reset with
+    ``seed``."""
     obs, _ = env.reset(seed=seed)
     policy.reset()
+    expert = sim.make_expert("lift", env) if rotation is not None else None
     start_z = float(obs["state/cube_pos"][2])
     success, close, min_d, max_lift = False, None, np.inf, 0.0
     while True:
         action = np.asarray(policy(obs), dtype=np.float64)
+        if expert is not None and rotation is not None:
+            turn = expert(obs)[3:6] - action[3:6]
+            action[3:6] += np.clip(turn, -rotation.bound, rotation.bound)
         if offset is not None:
             action = np.clip(action + offset, -1.0, 1.0)
         if close is None and action[-1] > 0.0:
@@ -112,9 +141,11 @@ def grasp_failures(
     episodes: int,
     seed: int,
     offsets: np.ndarray | None = None,
+    rotation: RotationFix | None = None,
 ) -> dict[str, Any]:
     """``{"modes": {mode: episodes}, "success_rate", ["fixed_by_an_offset": {mode: episodes},
-    "offsets": K]}`` over episodes ``seed + i``.
+    "offsets": K]}`` over episodes ``seed + i``, the policy's rotation changed as ``rotation``
+    says (None: unchanged).
 
     Raises:
         ValueError: ``episodes`` < 1, or with ``offsets`` a failed episode that succeeds when
@@ -123,7 +154,9 @@ def grasp_failures(
     """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
-    modes = [classify(record_episode(env, policy, seed + i)) for i in range(episodes)]
+    modes = [
+        classify(record_episode(env, policy, seed + i, rotation=rotation)) for i in range(episodes)
+    ]
     out: dict[str, Any] = {
         "modes": {m: n for m, n in Counter(modes).most_common()},
         "success_rate": modes.count("success") / episodes,
@@ -133,12 +166,12 @@ def grasp_failures(
         for i, mode in enumerate(modes):
             if mode == "success":
                 continue
-            if record_episode(env, policy, seed + i).success:
+            if record_episode(env, policy, seed + i, rotation=rotation).success:
                 raise ValueError(
                     f"episode {seed + i} failed, then succeeded when replayed: offsets need a "
                     "policy that repeats its episodes (a base from its mean noise)"
                 )
-            if any(record_episode(env, policy, seed + i, o).success for o in offsets):
+            if any(record_episode(env, policy, seed + i, o, rotation).success for o in offsets):
                 fixed[mode] += 1
         out["fixed_by_an_offset"] = {m: fixed[m] for m in out["modes"] if m != "success"}
         out["offsets"] = len(offsets)
