@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 
 from hardware.devices import TeleopCommand
 from hardware.devices.scripted import ScriptedDevice
@@ -67,6 +68,28 @@ def test_the_gripper_alone_is_not_watched() -> None:
     h, ex = human(threshold=0.5, patience=1)
     ex.action = action(0.0, OPEN)
     assert all(h(0, {}, action(0.0, CLOSED)) is None for _ in range(5))
+
+
+def turned(angle: float) -> np.ndarray:
+    """(7,) action: no translation, a turn of ``angle`` action units about z."""
+    a = action(0.0)
+    a[5] = angle
+    return a
+
+
+def test_a_turn_is_watched_only_with_a_rotation_threshold() -> None:
+    motion_only, _ = human(threshold=0.5, patience=1)
+    assert all(motion_only(0, {}, turned(0.9)) is None for _ in range(5))
+    h, ex = human(threshold=0.5, patience=1, rotation_threshold=0.5)
+    assert h(0, {}, turned(0.4)) is None
+    took = h(0, {}, turned(0.9))
+    assert took is not None and np.array_equal(took, ex.action)
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("nan")])
+def test_a_rotation_threshold_must_be_positive(bad: float) -> None:
+    with pytest.raises(ValueError, match="human_rotation_threshold must be > 0"):
+        human(rotation_threshold=bad)
 
 
 def test_reset_ends_a_takeover_and_resets_that_envs_expert() -> None:

@@ -4,8 +4,9 @@ An intervener is called every env step with ``(env_id, obs, proposed_action)`` a
 human's action while intervening, else None; ``reset(env_id)`` marks an episode start.
 
 - :class:`ScriptedHuman`: a scripted expert watching the agent; it takes over when the agent's
-  proposed motion strays from what the expert would do (for ``patience`` steps in a row) and
-  keeps control for ``hold`` steps, like an operator correcting a robot, then hands back.
+  proposed motion strays from what the expert would do (for ``patience`` steps in a row), or,
+  given a ``rotation_threshold``, the gripper's turn does, and keeps control for ``hold``
+  steps, like an operator correcting a robot, then hands back.
 - :class:`DeviceIntervener`: a real teleop device (keyboard, SpaceMouse, gamepad); the operator
   intervenes whenever the device reports motion or a held intervention button.
 """
@@ -29,6 +30,11 @@ class ScriptedHuman:
         threshold: straying = ``||proposed[:3] - expert[:3]|| > threshold`` (action units).
         patience: consecutive straying steps before taking over.
         hold: steps the human keeps control once in.
+        rotation_threshold: also straying: ``||proposed[3:6] - expert[3:6]|| >
+            rotation_threshold`` (the rotation entries, action units); None: the motion only.
+
+    Raises:
+        ValueError: a ``rotation_threshold`` that is not a positive number.
     """
 
     def __init__(
@@ -38,9 +44,15 @@ class ScriptedHuman:
         threshold: float = 0.5,
         patience: int = 3,
         hold: int = 10,
+        rotation_threshold: float | None = None,
     ) -> None:
+        if rotation_threshold is not None and not rotation_threshold > 0:
+            raise ValueError(
+                f"human_rotation_threshold must be > 0 or null, got {rotation_threshold}"
+            )
         self.experts = [make_expert() for _ in range(num_envs)]
         self.threshold, self.patience, self.hold = threshold, patience, hold
+        self.rotation_threshold = rotation_threshold
         self._stray = [0] * num_envs
         self._left = [0] * num_envs
 
@@ -55,13 +67,20 @@ class ScriptedHuman:
         if self._left[env_id] > 0:
             self._left[env_id] -= 1
             return expert_action
-        gap = float(np.linalg.norm(np.asarray(proposed)[:3] - expert_action[:3]))
-        self._stray[env_id] = self._stray[env_id] + 1 if gap > self.threshold else 0
+        strays = self._strays(proposed, expert_action)
+        self._stray[env_id] = self._stray[env_id] + 1 if strays else 0
         if self._stray[env_id] >= self.patience:
             self._stray[env_id] = 0
             self._left[env_id] = self.hold - 1
             return expert_action
         return None
+
+    def _strays(self, proposed: np.ndarray, expert_action: np.ndarray) -> bool:
+        gap = np.asarray(proposed, dtype=float) - expert_action
+        if float(np.linalg.norm(gap[:3])) > self.threshold:
+            return True
+        turn = self.rotation_threshold
+        return turn is not None and float(np.linalg.norm(gap[3:6])) > turn
 
 
 class DeviceIntervener:

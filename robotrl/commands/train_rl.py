@@ -51,8 +51,9 @@ def _human(cfg: DictConfig, task: str, make_env: Any) -> Any:
         env = make_env()
         env.close()  # only its action scales are read (on backend=ros2 it is a robot connection)
         return ScriptedHuman(
-            lambda: sim.make_expert(task, env), cfg.num_envs, threshold=cfg.human_threshold
-        )
+            lambda: sim.make_expert(task, env), cfg.num_envs, threshold=cfg.human_threshold,
+            rotation_threshold=cfg.get("human_rotation_threshold"),
+        )  # fmt: skip
     if cfg.num_envs != 1:
         raise ValueError("a human operator drives one env: set num_envs=1")
 
