@@ -80,7 +80,7 @@ class RotationFix:
     bound: float = float("inf")
 
     def __post_init__(self) -> None:
-        if not (self.bound > 0 and not np.isnan(self.bound)):
+        if not self.bound > 0:  # NaN too
             raise ValueError(f"rotation_bound must be > 0, got {self.bound}")
 
 
