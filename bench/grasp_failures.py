@@ -24,7 +24,8 @@ import torch
 import sim
 from policies.registry import set_noise_scale
 from robotrl.benchmarks.arguments import key_values
-from robotrl.benchmarks.grasp_failures import RotationFix, constant_offsets, grasp_failures
+from robotrl.benchmarks.expert_rotation import RotationFix
+from robotrl.benchmarks.grasp_failures import constant_offsets, grasp_failures
 from robotrl.chunk_runner import as_episode_policy
 from robotrl.commands.eval import load_checkpoint
 from robotrl.policy_env import env_kwargs

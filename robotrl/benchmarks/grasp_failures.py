@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 import sim
+from robotrl.benchmarks.expert_rotation import RotationFix
 from robotrl.evaluation import EpisodePolicy
 
 MODES = ("success", "lifted_low", "closed_off", "closed_high", "closed_near", "never_closed")
@@ -68,22 +69,6 @@ def classify(record: GraspRecord) -> str:
     return "closed_near"
 
 
-@dataclass(frozen=True)
-class RotationFix:
-    """The scripted expert's rotation in place of a policy's.
-
-    Attributes:
-        bound: the largest change of each rotation entry (3-5) towards the expert's [action
-            units]; ``inf``: the expert's rotation replaces the policy's.
-    """
-
-    bound: float = float("inf")
-
-    def __post_init__(self) -> None:
-        if not self.bound > 0:  # NaN too
-            raise ValueError(f"rotation_bound must be > 0, got {self.bound}")
-
-
 def record_episode(
     env: Any,
     policy: EpisodePolicy,
@@ -101,9 +86,8 @@ def record_episode(
     success, close, min_d, max_lift = False, None, np.inf, 0.0
     while True:
         action = np.asarray(policy(obs), dtype=np.float64)
-        if expert is not None and rotation is not None:
-            turn = expert(obs)[3:6] - action[3:6]
-            action[3:6] += np.clip(turn, -rotation.bound, rotation.bound)
+        if rotation is not None and expert is not None:  # both or neither
+            action = rotation.turned(action, expert(obs))
         if offset is not None:
             action = np.clip(action + offset, -1.0, 1.0)
         if close is None and action[-1] > 0.0:

@@ -30,6 +30,7 @@ import numpy as np
 import sim
 from controllers.rotations import quat_to_mat
 from robotrl.algos.residual import ResidualConfig
+from robotrl.benchmarks.expert_rotation import RotationFix
 from robotrl.evaluation import EpisodePolicy
 from sim.tasks.peg_insert import HOLE_DEPTH, PEG_HALF_LEN
 
@@ -132,7 +133,7 @@ def record_episode(
     while True:
         action = np.asarray(policy(obs), dtype=np.float64)
         if expert is not None:
-            action[3:6] = expert(obs)[3:6]
+            action = RotationFix().turned(action, expert(obs))
         if change.noise_std > 0 and t < change.noise_steps:
             noise = np.clip(rng.standard_normal(action.shape), -2.0, 2.0) * change.noise_std
             noise[6:] = 0.0
