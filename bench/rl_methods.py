@@ -54,6 +54,8 @@ CLASSIFIER: dict[str, dict[str, Any]] = {
 METHODS: dict[str, list[str]] = {
     "residual": [],
     "hil": ["human=scripted"],
+    # the scripted operator of the rows measured before 2026-12-07: it watches the motion only
+    "hil_motion": ["human=scripted", "human_rotation_threshold=null"],
     "hil_clf": ["human=scripted", "reward_classifier={classifier}"],
     # HIL with a residual bound of 0.5: for a base whose error exceeds the default's 0.1 (base c)
     "hil_wide": ["human=scripted", "residual.scale=0.5"],
@@ -72,6 +74,7 @@ METHODS: dict[str, list[str]] = {
 LABELS = {
     "residual": "residual (ResFiT)",
     "hil": "residual + scripted human (HIL)",
+    "hil_motion": "HIL, the operator watching the motion only",
     "hil_clf": "HIL, reward from a success classifier",
     "hil_wide": "HIL, residual bound 0.5 (`residual.scale=0.5`)",
     "hil_wide_clf": "HIL, bound 0.5, reward from a success classifier",

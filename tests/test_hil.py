@@ -77,9 +77,13 @@ def turned(angle: float) -> np.ndarray:
     return a
 
 
-def test_a_turn_is_watched_only_with_a_rotation_threshold() -> None:
-    motion_only, _ = human(threshold=0.5, patience=1)
-    assert all(motion_only(0, {}, turned(0.9)) is None for _ in range(5))
+def test_a_turn_is_watched_by_default_and_not_without_a_rotation_threshold() -> None:
+    motion_only, _ = human(threshold=0.5, patience=1, rotation_threshold=None)
+    assert all(motion_only(0, {}, turned(1.5)) is None for _ in range(5))
+    default, ex = human(threshold=0.5, patience=1)
+    assert default(0, {}, turned(0.9)) is None  # within the default 1 action unit
+    took = default(0, {}, turned(1.5))
+    assert took is not None and np.array_equal(took, ex.action)
     h, ex = human(threshold=0.5, patience=1, rotation_threshold=0.5)
     assert h(0, {}, turned(0.4)) is None
     took = h(0, {}, turned(0.9))

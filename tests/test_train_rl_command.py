@@ -65,7 +65,7 @@ def test_residual_with_demos_and_scripted_human(tmp_path, base_and_demos):
                 f"demos={store}",
                 "human=scripted",
                 "human_threshold=0.0",
-                "human_rotation_threshold=1.0",
+                "human_rotation_threshold=null",
                 f"output_dir={tmp_path}",
                 *TINY,
             ],

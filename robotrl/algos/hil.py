@@ -4,9 +4,9 @@ An intervener is called every env step with ``(env_id, obs, proposed_action)`` a
 human's action while intervening, else None; ``reset(env_id)`` marks an episode start.
 
 - :class:`ScriptedHuman`: a scripted expert watching the agent; it takes over when the agent's
-  proposed motion strays from what the expert would do (for ``patience`` steps in a row), or,
-  given a ``rotation_threshold``, the gripper's turn does, and keeps control for ``hold``
-  steps, like an operator correcting a robot, then hands back.
+  proposed motion or the gripper's turn strays from what the expert would do (for
+  ``patience`` steps in a row), and keeps control for ``hold`` steps, like an operator
+  correcting a robot, then hands back.
 - :class:`DeviceIntervener`: a real teleop device (keyboard, SpaceMouse, gamepad); the operator
   intervenes whenever the device reports motion or a held intervention button.
 """
@@ -31,7 +31,8 @@ class ScriptedHuman:
         patience: consecutive straying steps before taking over.
         hold: steps the human keeps control once in.
         rotation_threshold: also straying: ``||proposed[3:6] - expert[3:6]|| >
-            rotation_threshold`` (the rotation entries, action units); None: the motion only.
+            rotation_threshold`` (the rotation entries, action units; an action without them
+            never strays in rotation); None: the motion only.
 
     Raises:
         ValueError: a ``rotation_threshold`` that is not a positive number.
@@ -44,7 +45,7 @@ class ScriptedHuman:
         threshold: float = 0.5,
         patience: int = 3,
         hold: int = 10,
-        rotation_threshold: float | None = None,
+        rotation_threshold: float | None = 1.0,
     ) -> None:
         if rotation_threshold is not None and not rotation_threshold > 0:
             raise ValueError(
