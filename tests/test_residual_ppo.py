@@ -89,7 +89,49 @@ def test_a_checkpoint_keeps_the_agent_and_refuses_another_kind(tmp_path):
         load_residual_ppo(tmp_path / "res")
 
 
-@pytest.mark.parametrize("bad", [{"lr": 0.0}, {"num_envs": 0}, {"gamma": 1.5}, {"lam": -0.1}])
+def _correlated_rollout(agent, steps, n, reset_at):
+    """``steps`` sampled steps of ``n`` envs, every episode restarting at step ``reset_at``;
+    returns the noise ``u - mu`` (steps, n, A) and each step's batch."""
+    gen, rng = torch.Generator().manual_seed(0), np.random.default_rng(0)
+    prev = {
+        "prev_obs": np.zeros((n, 5), np.float32), "prev_base": np.zeros((n, 2), np.float32),
+        "prev_u": np.zeros((n, 2), np.float32), "first": np.ones(n, bool),
+    }  # fmt: skip
+    noise, batches = [], []
+    for t in range(steps):
+        obs, base = _inputs(n, seed=int(rng.integers(1 << 30)))
+        u, log_prob, _ = agent.sample(obs, base, gen, prev)
+        with torch.no_grad():
+            noise.append(u - agent.mean(agent.inputs(obs, base)).numpy())
+        batches.append({"obs": obs, "base": base, "u": u, "log_prob": log_prob, **prev})
+        first = np.full(n, t + 1 == reset_at)
+        prev = {"prev_obs": obs, "prev_base": base, "prev_u": u, "first": first}
+    return np.array(noise), batches
+
+
+def test_correlated_exploration_holds_its_noise_within_an_episode_and_scores_it_exactly():
+    agent = ResidualPPOAgent(5, 2, ResidualPPOConfig(hidden=32, noise_correlation=0.9))
+    with torch.no_grad():  # a mean that depends on the state, so the carried noise is u - mu
+        agent.mean[-1].weight.normal_()
+    noise, batches = _correlated_rollout(agent, steps=30, n=4000, reset_at=20)
+    assert np.allclose(noise.std(axis=(1, 2)), 0.5, atol=0.03)  # stationary, the init std
+    lag1 = [np.corrcoef(noise[t].ravel(), noise[t + 1].ravel())[0, 1] for t in range(30 - 1)]
+    assert np.allclose(lag1[:19], 0.9, atol=0.03)  # within the first episode
+    assert abs(lag1[19]) < 0.05  # a new episode draws its noise afresh
+    for b in batches[::7]:  # the update's log-density is the rollout's: ratio 1 before it
+        x = agent.inputs(b["obs"], b["base"])
+        dist = agent.conditional(x, *agent.previous(b))
+        log_prob = dist.log_prob(torch.as_tensor(b["u"])).sum(-1).detach().numpy()
+        np.testing.assert_allclose(log_prob, b["log_prob"], atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"lr": 0.0}, {"num_envs": 0}, {"gamma": 1.5}, {"lam": -0.1},
+        {"noise_correlation": 1.0}, {"noise_correlation": -0.1},
+    ],
+)  # fmt: skip
 def test_a_bad_setting_is_refused(bad):
     with pytest.raises(ValueError, match="residual_ppo"):
         ResidualPPOConfig(**bad)

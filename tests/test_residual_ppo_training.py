@@ -7,7 +7,7 @@ import pytest
 from toy import STATE_STATS, BiasedPointBase, PointGoal
 
 from robotrl.algos.residual import StateFeaturizer
-from robotrl.algos.residual_ppo import ResidualPPOConfig
+from robotrl.algos.residual_ppo import ResidualPPOAgent, ResidualPPOConfig
 from robotrl.algos.residual_ppo_training import PPORunConfig, train_residual_ppo
 
 
@@ -21,12 +21,13 @@ def _cfg(**kw) -> ResidualPPOConfig:
 
 
 @pytest.mark.slow
-def test_residual_ppo_lifts_a_biased_base_from_its_reward():
+@pytest.mark.parametrize("rho", [0.0, 0.9])
+def test_residual_ppo_lifts_a_biased_base_from_its_reward(rho):
     res = train_residual_ppo(
         BiasedPointBase(bias=(0.5, -0.5)),
         PointGoal,
         _feat(),
-        _cfg(total_steps=30_000, eval_every=2048),
+        _cfg(total_steps=30_000, eval_every=2048, noise_correlation=rho),
         PPORunConfig(eval_episodes=30, target_success=0.9),
         execute_horizon=1,
         progress=False,
@@ -50,6 +51,30 @@ def test_env_steps_are_counted_over_envs_and_evaluations_come_on_schedule():
     assert sum(e["length"] for e in res.episodes) <= 2048
     assert all(0 < e["length"] <= 30 for e in res.episodes)
     assert {"policy_loss", "value_loss", "approx_kl", "residual_std"} <= res.evaluations[-1].keys()
+
+
+def test_correlated_noise_restarts_with_each_episode_and_is_scored_as_it_was_drawn(monkeypatch):
+    """The loop marks every episode's first step (where the noise is drawn afresh), and with a
+    learning rate too small to move the agent every update's ratios are 1: the previous steps
+    it stores are those the rollout drew from, across episodes and rollouts."""
+    starts = []
+    sample = ResidualPPOAgent.sample
+
+    def spy(self, obs, base, gen, prev=None):
+        starts.append(int(prev["first"].sum()))
+        return sample(self, obs, base, gen, prev)
+
+    monkeypatch.setattr(ResidualPPOAgent, "sample", spy)
+    cfg = _cfg(total_steps=1024, eval_every=1024, rollout_steps=48, lr=1e-12, noise_correlation=0.9)
+    res = train_residual_ppo(
+        BiasedPointBase(), PointGoal, _feat(), cfg, PPORunConfig(eval_episodes=2),
+        execute_horizon=2, progress=False,
+    )  # fmt: skip
+    assert starts[0] == cfg.num_envs  # every env starts an episode
+    ended = len(res.episodes)
+    assert ended > cfg.num_envs and ended - cfg.num_envs <= sum(starts[1:]) <= ended
+    last = res.evaluations[-1]
+    assert last["approx_kl"] < 1e-9 and last["clip_frac"] == 0.0
 
 
 @pytest.mark.parametrize(("keep_best", "kept"), [(True, 1), (False, 2)])

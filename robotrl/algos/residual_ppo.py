@@ -55,6 +55,10 @@ class ResidualPPOConfig:
         total_steps: env-step budget (summed over envs); eval_every: env steps between
             evaluations. On-policy learning needs far more env steps than the off-policy
             residual's 20 000, so its budget is its own.
+        noise_correlation: rho of the exploration noise's AR(1) process within an episode
+            (0: independent per step). A deviation is held for about ``1 / (1 - rho)`` steps,
+            as a correction held over an approach is; PPO's ratios use each step's density
+            given the previous step (:meth:`ResidualPPOAgent.conditional`), so they stay exact.
     """
 
     scale: float = 0.1
@@ -72,6 +76,7 @@ class ResidualPPOConfig:
     rollout_steps: int = 128
     total_steps: int = 600_000
     eval_every: int = 20_000
+    noise_correlation: float = 0.0
 
     def __post_init__(self) -> None:
         positive = {
@@ -83,6 +88,9 @@ class ResidualPPOConfig:
         bad = {k: v for k, v in positive.items() if not v > 0}
         if bad:
             raise ValueError(f"residual_ppo: these must be > 0: {bad}")
+        if not 0 <= self.noise_correlation < 1:
+            raise ValueError(f"residual_ppo: need 0 <= noise_correlation < 1, got "
+                             f"{self.noise_correlation}")  # fmt: skip
         if not (0 < self.gamma <= 1 and 0 <= self.lam <= 1):
             raise ValueError(f"residual_ppo: need 0 < gamma <= 1 and 0 <= lam <= 1, got "
                              f"gamma={self.gamma}, lam={self.lam}")  # fmt: skip
@@ -121,6 +129,23 @@ class ResidualPPOAgent(nn.Module):
         """The Gaussian over ``u`` (B, A) at inputs ``x`` (B, O + A)."""
         return torch.distributions.Normal(self.mean(x), self.log_std.exp())
 
+    def conditional(
+        self, x: torch.Tensor, prev_x: torch.Tensor, prev_u: torch.Tensor, first: torch.Tensor
+    ) -> torch.distributions.Normal:
+        """The Gaussian over ``u`` (B, A) given the previous step of the episode.
+
+        With ``noise_correlation`` rho the exploration noise ``e_t = u_t - mu(s_t)`` is AR(1):
+        ``e_t = rho e_{t-1} + sqrt(1 - rho^2) sigma eta``, ``e_0 ~ N(0, sigma^2)``; ``first``
+        (B,) marks an episode's first step, where ``prev_x`` (B, O + A) and ``prev_u`` (B, A)
+        are unused. rho = 0: :meth:`distribution`."""
+        rho = self.cfg.noise_correlation
+        if rho == 0.0:
+            return self.distribution(x)
+        carry = (~first).float()[:, None]
+        mean = self.mean(x) + rho * carry * (prev_u - self.mean(prev_x))
+        std = self.log_std.exp() * (1.0 - carry * (1.0 - math.sqrt(1.0 - rho * rho)))
+        return torch.distributions.Normal(mean, std)
+
     def executed(self, base: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Executed actions (B, A) in [-1, 1] and residuals (B, A) of normalised ``u``."""
         res = self.cfg.scale * np.clip(u, -1.0, 1.0)
@@ -145,11 +170,20 @@ class ResidualPPOAgent(nn.Module):
 
     @torch.no_grad()
     def sample(
-        self, obs: np.ndarray, base: np.ndarray, gen: torch.Generator
+        self,
+        obs: np.ndarray,
+        base: np.ndarray,
+        gen: torch.Generator,
+        prev: Mapping[str, np.ndarray] | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """For a rollout step: ``u`` (B, A), its log-density (B,) and ``V(s, a_b)`` (B,)."""
+        """For a rollout step: ``u`` (B, A), its log-density (B,) and ``V(s, a_b)`` (B,).
+        ``prev``: the previous step's ``prev_obs``, ``prev_base``, ``prev_u`` and ``first``
+        (see :meth:`conditional`; None: every step is an episode's first)."""
         x = self.inputs(obs, base)
-        dist = self.distribution(x)
+        if prev is None:
+            dist = self.distribution(x)
+        else:
+            dist = self.conditional(x, *self.previous(prev))
         u = dist.mean + dist.stddev * torch.randn(dist.mean.shape, generator=gen)
         return (
             u.numpy(),
@@ -162,6 +196,17 @@ class ResidualPPOAgent(nn.Module):
         """``V(s, a_b)`` (B,)."""
         return self.value(self.inputs(obs, base))[:, 0].numpy()
 
+    def previous(
+        self, batch: Mapping[str, np.ndarray]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """:meth:`conditional`'s ``prev_x`` (B, O + A), ``prev_u`` (B, A) and ``first`` (B,)
+        from a batch's ``prev_obs``, ``prev_base``, ``prev_u`` and ``first``."""
+        return (
+            self.inputs(batch["prev_obs"], batch["prev_base"]),
+            torch.as_tensor(batch["prev_u"], dtype=torch.float32),
+            torch.as_tensor(batch["first"], dtype=torch.bool),
+        )
+
     def update(self, batch: Mapping[str, np.ndarray], gen: torch.Generator) -> dict[str, float]:
         """``epochs`` passes of PPO over a rollout: ``obs`` (M, O), ``base`` (M, A), ``u``
         (M, A), ``log_prob`` (M,), ``advantage`` (M,), ``ret`` (M,). Advantages are normalised
@@ -172,12 +217,18 @@ class ResidualPPOAgent(nn.Module):
         old = torch.as_tensor(batch["log_prob"], dtype=torch.float32)
         adv = torch.as_tensor(batch["advantage"], dtype=torch.float32)
         ret = torch.as_tensor(batch["ret"], dtype=torch.float32)
+        prev = self.previous(batch) if "prev_u" in batch else None
         m = len(x)
         logs: dict[str, list[float]] = {}
         for _ in range(cfg.epochs):
             logs = {"policy_loss": [], "value_loss": [], "approx_kl": [], "clip_frac": []}
             for idx in torch.randperm(m, generator=gen).split(cfg.minibatch_size):
-                log_ratio = self.distribution(x[idx]).log_prob(u[idx]).sum(-1) - old[idx]
+                dist = (
+                    self.distribution(x[idx])
+                    if prev is None
+                    else self.conditional(x[idx], *(p[idx] for p in prev))
+                )
+                log_ratio = dist.log_prob(u[idx]).sum(-1) - old[idx]
                 ratio = log_ratio.exp()
                 a = adv[idx]
                 a = (a - a.mean()) / (a.std(unbiased=False) + 1e-8)

@@ -4,7 +4,8 @@ update after every rollout.
 Per iteration, for ``num_envs`` envs stepped in this process
 (:class:`~robotrl.algos.residual_rollout.ResidualRollout`):
 1. ``rollout_steps`` env steps per env: the agent samples ``u`` for every env from its features
-   and base action, the envs step ``clip(a_b + scale * clip(u), -1, 1)``; episodes end anywhere
+   and base action (with ``noise_correlation``, given its previous step in the episode), the
+   envs step ``clip(a_b + scale * clip(u), -1, 1)``; episodes end anywhere
    and their envs reset;
 2. GAE(lambda) over the rollout (bootstrapping truncated episodes and the rollout's end from
    the value head);
@@ -73,6 +74,10 @@ class _Rollout:
         self.truncated = np.zeros((t, n), bool)
         self.final_obs = np.zeros((t, n, obs_dim), np.float32)
         self.final_base = np.zeros((t, n, act_dim), np.float32)
+        self.prev_obs = np.zeros((t, n, obs_dim), np.float32)
+        self.prev_base = np.zeros((t, n, act_dim), np.float32)
+        self.prev_u = np.zeros((t, n, act_dim), np.float32)
+        self.first = np.ones((t, n), bool)
         self.t = 0
 
     def store(self, tr: ResidualTransition) -> None:
@@ -135,6 +140,13 @@ def train_residual_ppo(
     evaluate_now()  # the base alone (the mean residual starts at zero)
     next_eval = cfg.eval_every
     buf = _Rollout(steps, n, featurizer.dim, base.action_dim)
+    correlated = cfg.noise_correlation > 0
+    prev = {
+        "prev_obs": np.zeros((n, featurizer.dim), np.float32),
+        "prev_base": np.zeros((n, base.action_dim), np.float32),
+        "prev_u": np.zeros((n, base.action_dim), np.float32),
+        "first": np.ones(n, bool),
+    }
     try:
         feats, a_b = rollout.observe(buf.store)
         while rollout.env_steps < cfg.total_steps and result.steps_to_target is None:
@@ -144,11 +156,17 @@ def train_residual_ppo(
                     result.interrupted = True
                     break
                 buf.t = t
-                u, log_prob, value = agent.sample(feats, a_b, gen)
+                u, log_prob, value = agent.sample(feats, a_b, gen, prev if correlated else None)
                 buf.obs[t], buf.base[t], buf.u[t] = feats, a_b, u
                 buf.log_prob[t], buf.value[t] = log_prob, value
+                for key, value_prev in prev.items():  # the step before, for correlated noise
+                    getattr(buf, key)[t] = value_prev
+                prev = {
+                    "prev_obs": feats, "prev_base": a_b, "prev_u": u, "first": np.zeros(n, bool)
+                }  # fmt: skip
                 rollout.step(agent.executed(a_b, u)[0], buf.store)  # terminal transitions
                 feats, a_b = rollout.observe(buf.store)  # the others, now that s' is known
+                prev["first"] = buf.terminated[t] | buf.truncated[t]
                 bar.update(n)
             if result.interrupted:
                 break
@@ -167,6 +185,10 @@ def train_residual_ppo(
                 "advantage": adv.reshape(-1),
                 "ret": ret.reshape(-1),
             }
+            if correlated:
+                for key in prev:
+                    column = getattr(buf, key)
+                    flat[key] = column.reshape(steps * n, *column.shape[2:])
             last_logs = agent.update(flat, gen)
             if rollout.env_steps >= next_eval or rollout.env_steps >= cfg.total_steps:
                 evaluate_now()
