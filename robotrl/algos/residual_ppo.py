@@ -14,7 +14,9 @@ starts at zero, so the untrained agent's deterministic action (``u = mu``) is th
 Unlike the off-policy residual (:mod:`robotrl.algos.residual`), no critic has to rank single
 actions: the advantage of a step is the return that followed it, less the value of its state,
 so a correction that has to be held over a whole approach is credited with what the approach
-achieved. It pays with env steps (no replay); in simulation those are cheap.
+achieved. It pays with env steps (no replay); in simulation those are cheap. With
+``noise_correlation`` the exploration noise ``u - mu`` is held from step to step within an
+episode (AR(1)), so an episode can try a correction held over its approach.
 
 Inputs: standardised state features (B, O) (:class:`robotrl.algos.residual.StateFeaturizer` or
 a featurizer over it) next to the base action (B, Da).
@@ -209,7 +211,9 @@ class ResidualPPOAgent(nn.Module):
 
     def update(self, batch: Mapping[str, np.ndarray], gen: torch.Generator) -> dict[str, float]:
         """``epochs`` passes of PPO over a rollout: ``obs`` (M, O), ``base`` (M, A), ``u``
-        (M, A), ``log_prob`` (M,), ``advantage`` (M,), ``ret`` (M,). Advantages are normalised
+        (M, A), ``log_prob`` (M,), ``advantage`` (M,), ``ret`` (M,), and with correlated noise
+        the :meth:`previous` keys (``prev_obs``, ``prev_base``, ``prev_u``, ``first``; the
+        ratio is then the step's density given its previous step). Advantages are normalised
         per minibatch. Returns the last pass's mean losses, approximate KL and clipped share."""
         cfg = self.cfg
         x = self.inputs(batch["obs"], batch["base"])
