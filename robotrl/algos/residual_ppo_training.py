@@ -74,11 +74,21 @@ class _Rollout:
         self.truncated = np.zeros((t, n), bool)
         self.final_obs = np.zeros((t, n, obs_dim), np.float32)
         self.final_base = np.zeros((t, n, act_dim), np.float32)
-        self.prev_obs = np.zeros((t, n, obs_dim), np.float32)
-        self.prev_base = np.zeros((t, n, act_dim), np.float32)
-        self.prev_u = np.zeros((t, n, act_dim), np.float32)
-        self.first = np.ones((t, n), bool)
         self.t = 0
+
+    def previous_steps(self, before: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Each step's previous step, flat over (T * N), as
+        :meth:`~robotrl.algos.residual_ppo.ResidualPPOAgent.previous` reads it: the rollout's
+        own arrays shifted by one step, ``before`` (the ``prev_*`` and ``first`` of its first
+        step) in front; a step is an episode's first where the step before ended one."""
+        ended = self.terminated | self.truncated
+        rows = {"prev_obs": self.obs, "prev_base": self.base, "prev_u": self.u, "first": ended}
+        return {
+            key: np.concatenate([before[key][None], column[:-1]]).reshape(
+                column.shape[0] * column.shape[1], *column.shape[2:]
+            )
+            for key, column in rows.items()
+        }
 
     def store(self, tr: ResidualTransition) -> None:
         """A transition of the current step ``t`` (ResidualRollout emits each once)."""
@@ -151,6 +161,7 @@ def train_residual_ppo(
         feats, a_b = rollout.observe(buf.store)
         while rollout.env_steps < cfg.total_steps and result.steps_to_target is None:
             buf = _Rollout(steps, n, featurizer.dim, base.action_dim)
+            before = prev  # the step before this rollout's first
             for t in range(steps):
                 if stop is not None and stop.is_set():
                     result.interrupted = True
@@ -159,11 +170,7 @@ def train_residual_ppo(
                 u, log_prob, value = agent.sample(feats, a_b, gen, prev if correlated else None)
                 buf.obs[t], buf.base[t], buf.u[t] = feats, a_b, u
                 buf.log_prob[t], buf.value[t] = log_prob, value
-                for key, value_prev in prev.items():  # the step before, for correlated noise
-                    getattr(buf, key)[t] = value_prev
-                prev = {
-                    "prev_obs": feats, "prev_base": a_b, "prev_u": u, "first": np.zeros(n, bool)
-                }  # fmt: skip
+                prev = {"prev_obs": feats, "prev_base": a_b, "prev_u": u}
                 rollout.step(agent.executed(a_b, u)[0], buf.store)  # terminal transitions
                 feats, a_b = rollout.observe(buf.store)  # the others, now that s' is known
                 prev["first"] = buf.terminated[t] | buf.truncated[t]
@@ -186,9 +193,7 @@ def train_residual_ppo(
                 "ret": ret.reshape(-1),
             }
             if correlated:
-                for key in prev:
-                    column = getattr(buf, key)
-                    flat[key] = column.reshape(steps * n, *column.shape[2:])
+                flat |= buf.previous_steps(before)
             last_logs = agent.update(flat, gen)
             if rollout.env_steps >= next_eval or rollout.env_steps >= cfg.total_steps:
                 evaluate_now()
