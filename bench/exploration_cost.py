@@ -23,10 +23,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from steerability import base_and_env, succeeds  # bench/: run as python bench/exploration_cost.py
+from steerability import base_and_env  # bench/: run as python bench/exploration_cost.py
 
 from policies.registry import has_noise_scale, set_noise_scale
 from robotrl.benchmarks.arguments import key_values
+from robotrl.benchmarks.steerability import succeeds
 
 
 class Explored:

@@ -17,9 +17,10 @@ from typing import Any
 
 import numpy as np
 import torch
-from steerability import base_and_env, succeeds  # bench/: run as python bench/offset_sensitivity.py
+from steerability import base_and_env  # bench/: run as python bench/offset_sensitivity.py
 
 from robotrl.benchmarks.arguments import key_values
+from robotrl.benchmarks.steerability import succeeds
 
 DEFAULT_OFFSET = "0,-0.035,-0.033,-0.055,0.032,0.064,-0.004"
 

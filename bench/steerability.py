@@ -3,12 +3,13 @@
 Usage: python bench/steerability.py checkpoint=<flow/diffusion ckpt> [episodes=24] [noises=8]
     [seed=100000]
 
-Every initial state (seed ``seed + i``) is first run from the prior's mean (noise 0). For each
-one that fails, ``noises`` random noise draws, each held fixed for the whole episode, are tried;
-a state is *rescued* when one of them succeeds. The rescued share bounds what RL in the noise
-space (DSRL) can gain from this base: an agent choosing the noise per chunk has more freedom
-than one fixed draw per episode, but a state no draw rescues is one where the base's
-behaviour barely depends on its noise.
+Every initial state (seed ``seed + i``, ``episodes`` of them) is run from the sampler's mean
+noise and from each of ``noises`` random draws, each held fixed for the whole episode, the same
+draws for every state (:mod:`robotrl.benchmarks.steerability`). A state that fails from the
+mean is *rescued* when one of them succeeds; ``ceiling`` is the share that succeeds from the
+mean or is rescued, which bounds what an agent choosing one noise per episode (DSRL chooses one
+per chunk) can reach. ``held_noise_success`` is each draw's success over all states: none far
+above the mean's means that the rescuing noise differs from state to state.
 """
 
 from __future__ import annotations
@@ -18,28 +19,13 @@ import sys
 from typing import Any
 
 import torch
+from tqdm.auto import tqdm
 
 import sim
 from policies.checkpoint import execute_horizon, load_policy
 from robotrl.benchmarks.arguments import key_values
-from robotrl.chunk_runner import SingleEnvPolicy
+from robotrl.benchmarks.steerability import steerability
 from robotrl.policy_env import env_kwargs
-
-
-class FixedNoise:
-    """``base`` planning every chunk from the same initial noise (1, Ta, Da)."""
-
-    def __init__(self, base: Any, noise: torch.Tensor) -> None:
-        self.base, self.noise = base, noise
-        self.config, self.obs_horizon = base.config, base.obs_horizon
-        self.action_horizon, self.action_dim = base.action_horizon, base.action_dim
-
-    def reset(self) -> None:
-        self.base.reset()
-
-    def predict_chunk(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
-        b = next(iter(obs.values())).shape[0]
-        return self.base.predict_chunk(obs, noise=self.noise.expand(b, -1, -1))
 
 
 def base_and_env(checkpoint: str) -> tuple[Any, dict[str, Any], int, Any]:
@@ -52,18 +38,6 @@ def base_and_env(checkpoint: str) -> tuple[Any, dict[str, Any], int, Any]:
     return base, meta, te, sim.make(meta["task"], **env_kwargs(meta))
 
 
-def succeeds(env: Any, policy: Any, seed: int, te: int) -> bool:
-    runner = SingleEnvPolicy(policy, te)
-    obs, _ = env.reset(seed=seed)
-    runner.reset()
-    while True:
-        obs, _, terminated, truncated, info = env.step(runner(obs))
-        if info.get("success"):
-            return True
-        if terminated or truncated:
-            return False
-
-
 def main(argv: list[str]) -> dict[str, Any]:
     args = key_values(
         argv,
@@ -72,31 +46,17 @@ def main(argv: list[str]) -> dict[str, Any]:
         required="checkpoint",
     )
     base, meta, te, env = base_and_env(args["checkpoint"])
-    shape = (1, base.action_horizon, base.action_dim)
-    gen = torch.Generator().manual_seed(0)
-    failed, rescued, per_state = 0, 0, []
-    with torch.no_grad():
-        for i in range(int(args["episodes"])):
-            seed = int(args["seed"]) + i
-            if succeeds(env, FixedNoise(base, torch.zeros(shape)), seed, te):
-                continue
-            failed += 1
-            wins = sum(
-                succeeds(env, FixedNoise(base, torch.randn(shape, generator=gen)), seed, te)
-                for _ in range(int(args["noises"]))
-            )
-            rescued += wins > 0
-            per_state.append({"seed": seed, "successes": wins})
-    env.close()
-    return {
-        "checkpoint": args["checkpoint"],
-        "task": meta["task"],
-        "states": int(args["episodes"]),
-        "failed_from_mean_noise": failed,
-        "rescued_by_some_noise": rescued,
-        "noises_per_state": int(args["noises"]),
-        "per_failed_state": per_state,
-    }
+    states, noises = int(args["episodes"]), int(args["noises"])
+    bar = tqdm(total=states * (1 + noises), desc="steerability", file=sys.stderr)
+    try:
+        out = steerability(
+            env, base, te, states=states, noises=noises, seed=int(args["seed"]),
+            on_episode=lambda: bar.update(1),
+        )  # fmt: skip
+    finally:
+        bar.close()
+        env.close()
+    return {"checkpoint": args["checkpoint"], "task": meta["task"], **out}
 
 
 if __name__ == "__main__":
