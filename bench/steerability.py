@@ -1,7 +1,7 @@
 """Can the base's noise space reach its failures? Prints JSON.
 
 Usage: python bench/steerability.py checkpoint=<flow/diffusion ckpt> [episodes=24] [noises=8]
-    [seed=100000]
+    [seed=100000] [neighbours=5]
 
 Every initial state (seed ``seed + i``, ``episodes`` of them) is run from the sampler's mean
 noise and from each of ``noises`` random draws, each held fixed for the whole episode, the same
@@ -9,7 +9,9 @@ draws for every state (:mod:`robotrl.benchmarks.steerability`). A state that fai
 mean is *rescued* when one of them succeeds; ``ceiling`` is the share that succeeds from the
 mean or is rescued, which bounds what an agent choosing one noise per episode (DSRL chooses one
 per chunk) can reach. ``held_noise_success`` is each draw's success over all states: none far
-above the mean's means that the rescuing noise differs from state to state.
+above the mean's means that the rescuing noise differs from state to state;
+``neighbour_choice_success`` says whether these episodes predict it from nearby states (a
+choice by the ``neighbours`` nearest other states' outcomes, scored leave-one-out).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ def base_and_env(checkpoint: str) -> tuple[Any, dict[str, Any], int, Any]:
 def main(argv: list[str]) -> dict[str, Any]:
     args = key_values(
         argv,
-        {"checkpoint": "", "episodes": "24", "noises": "8", "seed": "100000"},
+        {"checkpoint": "", "episodes": "24", "noises": "8", "seed": "100000", "neighbours": "5"},
         __doc__,
         required="checkpoint",
     )
@@ -51,7 +53,7 @@ def main(argv: list[str]) -> dict[str, Any]:
     try:
         out = steerability(
             env, base, te, states=states, noises=noises, seed=int(args["seed"]),
-            on_episode=lambda: bar.update(1),
+            neighbours=int(args["neighbours"]), on_episode=lambda: bar.update(1),
         )  # fmt: skip
     finally:
         bar.close()

@@ -10,7 +10,12 @@ the same episodes:
   chunk has more freedom);
 - ``held_noise_success``: each draw's success over all states. A draw far above the mean's is a
   direction the base follows everywhere, which a latent agent finds from any state; if none is,
-  the rescuing noise differs from state to state and the agent has to learn that map.
+  the rescuing noise differs from state to state and the agent has to learn that map;
+- ``neighbour_choice_success``: how far these episodes themselves teach that map. At each state
+  the plan (mean or draw) that succeeded most often at its ``neighbours`` nearest other states
+  is chosen (initial observations' state entries, standardised; ties to the mean noise) and
+  scored by its outcome there. Near the mean's success, the rescues are not predictable from
+  nearby states: a learner with this much data has no map to learn, only a lottery.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from robotrl.chunk_runner import SingleEnvPolicy
@@ -61,6 +67,7 @@ def steerability(
     noises: int,
     seed: int = 100_000,
     noise_seed: int = 0,
+    neighbours: int = 5,
     on_episode: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """Run ``base`` (a chunk policy with ``predict_chunk(obs, noise=)``) from ``states`` env
@@ -74,20 +81,48 @@ def steerability(
     draws = [torch.randn(shape, generator=gen) for _ in range(noises)]
     plans = [FixedNoise(base, torch.zeros(shape))] + [FixedNoise(base, w) for w in draws]
     wins: list[list[bool]] = []  # (states, 1 + noises)
+    features = []  # (states, F) the initial observations' state entries
     with torch.no_grad():
         for i in range(states):
+            obs, _ = env.reset(seed=seed + i)
+            features.append(
+                np.concatenate([np.ravel(obs[k]) for k in sorted(obs) if k.startswith("state/")])
+            )
             row = []
             for plan in plans:
                 row.append(succeeds(env, plan, seed + i, te))
                 if on_episode is not None:
                     on_episode()
             wins.append(row)
-    return summary(wins, seed)
+    return summary(wins, seed, np.stack(features), neighbours)
 
 
-def summary(wins: Sequence[Sequence[bool]], seed: int = 100_000) -> dict[str, Any]:
+def neighbour_choice(features: np.ndarray, wins: np.ndarray, neighbours: int) -> float:
+    """Leave-one-out success of choosing, at each state, the plan that succeeded most often at
+    its ``neighbours`` nearest other states. ``features`` (S, F) per state (standardised here;
+    constant entries dropped), ``wins`` (S, P) bool outcomes, column 0 the mean noise (ties
+    choose the lowest column)."""
+    x = np.asarray(features, np.float64)
+    sd = x.std(axis=0)
+    x = (x[:, sd > 1e-9] - x[:, sd > 1e-9].mean(axis=0)) / sd[sd > 1e-9]
+    w = np.asarray(wins, np.float64)
+    d = ((x[:, None] - x[None]) ** 2).sum(-1)
+    np.fill_diagonal(d, np.inf)
+    near = np.argsort(d, axis=1)[:, : min(neighbours, len(w) - 1)]
+    chosen = w[near].mean(axis=1).argmax(axis=1)
+    return float(w[np.arange(len(w)), chosen].mean())
+
+
+def summary(
+    wins: Sequence[Sequence[bool]],
+    seed: int = 100_000,
+    features: np.ndarray | None = None,
+    neighbours: int = 5,
+) -> dict[str, Any]:
     """The figures of :func:`steerability` from its outcomes ``wins`` (states, 1 + noises):
-    column 0 the mean noise, the others the held draws; row ``i`` is env seed ``seed + i``."""
+    column 0 the mean noise, the others the held draws; row ``i`` is env seed ``seed + i``.
+    ``features`` (states, F): the states' initial features, for ``neighbour_choice_success``
+    (None: not reported)."""
     n = len(wins)
     from_mean = sum(bool(row[0]) for row in wins)
     failed = [(i, row) for i, row in enumerate(wins) if not row[0]]
@@ -102,6 +137,11 @@ def summary(wins: Sequence[Sequence[bool]], seed: int = 100_000) -> dict[str, An
         "ceiling": (from_mean + rescued) / n,
         "held_noise_success": held,
         "best_held_noise_success": max(held),
+        **(
+            {"neighbour_choice_success": neighbour_choice(features, np.asarray(wins), neighbours)}
+            if features is not None and n > 1
+            else {}
+        ),
         "per_failed_state": [
             {"seed": seed + i, "successes": int(sum(map(bool, row[1:])))} for i, row in failed
         ],
