@@ -40,6 +40,8 @@ def test_the_neighbours_choice_follows_a_map_from_the_state_and_not_a_lottery():
     assert neighbour_choice(x, lottery, 3) < 0.6 < lottery.any(axis=1).mean()
     # a constant feature is dropped, not divided by zero
     assert neighbour_choice(np.hstack([x, np.ones((40, 1))]), mapped, 3) == mapped_choice
+    with pytest.raises(ValueError, match="neighbours"):
+        neighbour_choice(x, mapped, 0)
 
 
 def test_a_base_blind_to_its_noise_is_rescued_nowhere():

@@ -102,9 +102,12 @@ def neighbour_choice(features: np.ndarray, wins: np.ndarray, neighbours: int) ->
     its ``neighbours`` nearest other states. ``features`` (S, F) per state (standardised here;
     constant entries dropped), ``wins`` (S, P) bool outcomes, column 0 the mean noise (ties
     choose the lowest column)."""
+    if neighbours < 1:
+        raise ValueError(f"neighbours must be >= 1, got {neighbours}")
     x = np.asarray(features, np.float64)
-    sd = x.std(axis=0)
-    x = (x[:, sd > 1e-9] - x[:, sd > 1e-9].mean(axis=0)) / sd[sd > 1e-9]
+    varies = x.std(axis=0) > 1e-9
+    x = x[:, varies]
+    x = (x - x.mean(axis=0)) / x.std(axis=0)
     w = np.asarray(wins, np.float64)
     d = ((x[:, None] - x[None]) ** 2).sum(-1)
     np.fill_diagonal(d, np.inf)
