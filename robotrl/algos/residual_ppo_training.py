@@ -76,18 +76,26 @@ class _Rollout:
         self.final_base = np.zeros((t, n, act_dim), np.float32)
         self.t = 0
 
+    def _rows(self) -> dict[str, np.ndarray]:
+        """Per step (T, N, ...) what its next step reads as its previous one."""
+        ended = self.terminated | self.truncated  # the next step starts an episode
+        return {"prev_obs": self.obs, "prev_base": self.base, "prev_u": self.u, "first": ended}
+
+    def step_before(self, t: int, before: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The previous step of step ``t`` for every env, (N, ...) as
+        :meth:`~robotrl.algos.residual_ppo.ResidualPPOAgent.previous` reads it: row ``t - 1``
+        (complete once step ``t`` is observed), ``before`` at ``t = 0`` (the step before this
+        rollout's first); ``t = T`` gives the next rollout's ``before``."""
+        return before if t == 0 else {key: rows[t - 1] for key, rows in self._rows().items()}
+
     def previous_steps(self, before: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Each step's previous step, flat over (T * N), as
-        :meth:`~robotrl.algos.residual_ppo.ResidualPPOAgent.previous` reads it: the rollout's
-        own arrays shifted by one step, ``before`` (the ``prev_*`` and ``first`` of its first
-        step) in front; a step is an episode's first where the step before ended one."""
-        ended = self.terminated | self.truncated
-        rows = {"prev_obs": self.obs, "prev_base": self.base, "prev_u": self.u, "first": ended}
+        """:meth:`step_before` of every step, flat over (T * N): the rollout's own arrays
+        shifted by one step, ``before`` in front."""
         return {
-            key: np.concatenate([before[key][None], column[:-1]]).reshape(
-                column.shape[0] * column.shape[1], *column.shape[2:]
+            key: np.concatenate([before[key][None], rows[:-1]]).reshape(
+                rows.shape[0] * rows.shape[1], *rows.shape[2:]
             )
-            for key, column in rows.items()
+            for key, rows in self._rows().items()
         }
 
     def store(self, tr: ResidualTransition) -> None:
@@ -151,7 +159,7 @@ def train_residual_ppo(
     next_eval = cfg.eval_every
     buf = _Rollout(steps, n, featurizer.dim, base.action_dim)
     correlated = cfg.noise_correlation > 0
-    prev = {
+    before = {  # the step before a rollout's first: none yet, every env starts an episode
         "prev_obs": np.zeros((n, featurizer.dim), np.float32),
         "prev_base": np.zeros((n, base.action_dim), np.float32),
         "prev_u": np.zeros((n, base.action_dim), np.float32),
@@ -161,19 +169,17 @@ def train_residual_ppo(
         feats, a_b = rollout.observe(buf.store)
         while rollout.env_steps < cfg.total_steps and result.steps_to_target is None:
             buf = _Rollout(steps, n, featurizer.dim, base.action_dim)
-            before = prev  # the step before this rollout's first
             for t in range(steps):
                 if stop is not None and stop.is_set():
                     result.interrupted = True
                     break
                 buf.t = t
-                u, log_prob, value = agent.sample(feats, a_b, gen, prev if correlated else None)
+                prev = buf.step_before(t, before) if correlated else None
+                u, log_prob, value = agent.sample(feats, a_b, gen, prev)
                 buf.obs[t], buf.base[t], buf.u[t] = feats, a_b, u
                 buf.log_prob[t], buf.value[t] = log_prob, value
-                prev = {"prev_obs": feats, "prev_base": a_b, "prev_u": u}
                 rollout.step(agent.executed(a_b, u)[0], buf.store)  # terminal transitions
                 feats, a_b = rollout.observe(buf.store)  # the others, now that s' is known
-                prev["first"] = buf.terminated[t] | buf.truncated[t]
                 bar.update(n)
             if result.interrupted:
                 break
@@ -194,6 +200,7 @@ def train_residual_ppo(
             }
             if correlated:
                 flat |= buf.previous_steps(before)
+            before = buf.step_before(steps, before)
             last_logs = agent.update(flat, gen)
             if rollout.env_steps >= next_eval or rollout.env_steps >= cfg.total_steps:
                 evaluate_now()
