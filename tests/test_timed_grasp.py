@@ -136,8 +136,9 @@ def test_a_ppo_run_reports_its_evaluations_and_has_no_demo_buffer():
 
 @pytest.mark.slow
 def test_residual_ppo_lifts_the_lift_preset_from_reward_alone():
-    """What the off-policy residual does not do on this stand-in (docs/rl_methods.md)."""
-    cfg = ResidualPPOConfig(total_steps=160_000)
+    """What the off-policy residual does not do on this stand-in (docs/rl_methods.md): with
+    its defaults (exploration held over the approach, lambda 0.99) within 60 000 env steps."""
+    cfg = ResidualPPOConfig(total_steps=60_000)
     out = train_and_evaluate(PRESETS["lift"], cfg, PPORunConfig(eval_episodes=50, seed=0))
     assert out["base_success"] <= 0.3
-    assert out["success"] >= 0.5, out["evaluations"]
+    assert out["success"] >= 0.9, out["evaluations"]

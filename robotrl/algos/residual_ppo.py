@@ -51,7 +51,9 @@ class ResidualPPOConfig:
         lr: Adam learning rate of the mean, std and value head.
         epochs: passes over each rollout. minibatch_size: env steps per gradient step.
         clip: PPO ratio clip epsilon. value_coef: weight of the value loss.
-        grad_clip: max gradient norm. gamma: discount per env step. lam: GAE lambda.
+        grad_clip: max gradient norm. gamma: discount per env step. lam: GAE lambda (0.99:
+            a step of the approach is credited mostly with the episode's sparse outcome, not
+            with the value head's estimate of it).
         num_envs: envs stepped in this process (their base plans are batched).
         rollout_steps: env steps per env between updates (num_envs * rollout_steps per update).
         total_steps: env-step budget (summed over envs); eval_every: env steps between
@@ -73,12 +75,12 @@ class ResidualPPOConfig:
     value_coef: float = 0.5
     grad_clip: float = 0.5
     gamma: float = 0.99
-    lam: float = 0.95
+    lam: float = 0.99
     num_envs: int = 16
     rollout_steps: int = 128
     total_steps: int = 600_000
     eval_every: int = 20_000
-    noise_correlation: float = 0.0
+    noise_correlation: float = 0.9
 
     def __post_init__(self) -> None:
         positive = {
