@@ -76,17 +76,20 @@ class _Rollout:
         self.final_base = np.zeros((t, n, act_dim), np.float32)
         self.t = 0
 
-    def _rows(self) -> dict[str, np.ndarray]:
-        """Per step (T, N, ...) what its next step reads as its previous one."""
-        ended = self.terminated | self.truncated  # the next step starts an episode
-        return {"prev_obs": self.obs, "prev_base": self.base, "prev_u": self.u, "first": ended}
+    def _rows(self, t: slice | int) -> dict[str, np.ndarray]:
+        """What the step after row(s) ``t`` reads as its previous one; an episode starts
+        after a step that ended one."""
+        return {
+            "prev_obs": self.obs[t], "prev_base": self.base[t], "prev_u": self.u[t],
+            "first": self.terminated[t] | self.truncated[t],
+        }  # fmt: skip
 
     def step_before(self, t: int, before: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The previous step of step ``t`` for every env, (N, ...) as
         :meth:`~robotrl.algos.residual_ppo.ResidualPPOAgent.previous` reads it: row ``t - 1``
         (complete once step ``t`` is observed), ``before`` at ``t = 0`` (the step before this
         rollout's first); ``t = T`` gives the next rollout's ``before``."""
-        return before if t == 0 else {key: rows[t - 1] for key, rows in self._rows().items()}
+        return before if t == 0 else self._rows(t - 1)
 
     def previous_steps(self, before: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """:meth:`step_before` of every step, flat over (T * N): the rollout's own arrays
@@ -95,7 +98,7 @@ class _Rollout:
             key: np.concatenate([before[key][None], rows[:-1]]).reshape(
                 rows.shape[0] * rows.shape[1], *rows.shape[2:]
             )
-            for key, rows in self._rows().items()
+            for key, rows in self._rows(slice(None)).items()
         }
 
     def store(self, tr: ResidualTransition) -> None:
