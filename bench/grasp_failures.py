@@ -5,7 +5,9 @@ Usage: python bench/grasp_failures.py checkpoint=<train-bc or train-rl checkpoin
     [noise_scale=<a base: 0; a residual: its own>]
 
 Classifies each episode ``seed + i`` by :mod:`robotrl.benchmarks.grasp_failures` (success,
-lifted short of 10 cm, gripper closed beside the cube, above it, at it, never closed). With
+lifted short of 10 cm, gripper closed beside the cube, above it, at it, never closed) and
+reports how the gripper stood at its first closing, for the successes and the failures apart
+(``closing``: yaw off the cube's face and tilt [deg], x-y offset and height [mm]). With
 ``offsets=true`` every failed episode is replayed with 18 constant action offsets (8 horizontal
 directions at 0.03 and 0.06 action units per step, and down at each) and counted as fixed when
 one of them succeeds. With ``expert_rotation=true`` the scripted expert's rotation actions

@@ -1,19 +1,26 @@
 """The lift failure modes: the classification of an episode's record, the scripted expert's
 episodes are successes, an expert pushed sideways never closes its gripper, and a
 constant offset that undoes a planted one fixes the episodes it broke, and the expert's rotation
-rescues a policy that tilts the gripper away unless the fix is bounded below the tilt."""
+rescues a policy that tilts the gripper away unless the fix is bounded below the tilt; the
+closing pose reads the gripper's turn off the cube's face and its tilt, and is summarised per
+outcome."""
 
 import numpy as np
 import pytest
 
 import sim
+from controllers.rotations import mat_to_quat
 from robotrl.benchmarks.expert_rotation import RotationFix
 from robotrl.benchmarks.grasp_failures import (
     GraspRecord,
     classify,
+    closing_poses,
     constant_offsets,
     grasp_failures,
+    gripper_turn,
 )
+from sim.expert import yaw_down
+from sim.task import yaw_quat
 
 
 @pytest.mark.parametrize(
@@ -117,3 +124,37 @@ def test_the_experts_rotation_rescues_a_tilting_policy_unless_bounded_below_the_
     assert fixed["success_rate"] == 1.0
     short = grasp_failures(env, tilting, episodes=2, seed=0, rotation=RotationFix(0.05))
     assert short["success_rate"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("ee_yaw", "cube_yaw", "off"), [(0.3, 0.1, 0.2), (0.1, 1.6, 0.1 - 1.6 + np.pi / 2)]
+)
+def test_the_turn_is_the_yaw_off_the_nearest_face_and_the_tilt_off_down(
+    ee_yaw, cube_yaw, off
+) -> None:
+    yaw, tilt = gripper_turn(mat_to_quat(yaw_down(ee_yaw)), yaw_quat(cube_yaw))
+    assert yaw == pytest.approx(off) and tilt == pytest.approx(0.0, abs=1e-6)
+    c, s = np.cos(0.2), np.sin(0.2)
+    tilted = np.array([[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]]) @ yaw_down(0.0)
+    assert gripper_turn(mat_to_quat(tilted), yaw_quat(0.0))[1] == pytest.approx(0.2)
+
+
+def test_closing_poses_are_summarised_per_outcome() -> None:
+    records = [
+        GraspRecord(True, (0.003, 0.004, 0.01), 0.0, 0.12, (np.radians(-2.0), np.radians(1.0))),
+        GraspRecord(True, (0.0, 0.0, -0.002), 0.0, 0.12, (np.radians(4.0), np.radians(3.0))),
+        GraspRecord(False, None, 0.2, 0.0),  # never closed: no pose
+    ]
+    out = closing_poses(records)
+    assert out["failure"] == {"episodes": 0, "yaw_deg": None, "tilt_deg": None, "xy_mm": None,
+                              "height_mm": None}  # fmt: skip
+    ok = out["success"]
+    assert ok["episodes"] == 2 and ok["yaw_deg"] == [3.0, 3.8] and ok["tilt_deg"] == [2.0, 2.8]
+    assert ok["xy_mm"] == [2.5, 4.5] and ok["height_mm"] == [4.0, 8.8]
+
+
+def test_the_experts_grasps_close_square_to_the_cube(env) -> None:
+    out = grasp_failures(env, _Shifted(env, np.zeros(7)), episodes=2, seed=0)["closing"]
+    assert out["success"]["episodes"] == 2 and out["failure"]["episodes"] == 0
+    assert out["success"]["yaw_deg"][1] < 3.0 and out["success"]["tilt_deg"][1] < 3.0
+    assert out["success"]["xy_mm"][1] < 10.0

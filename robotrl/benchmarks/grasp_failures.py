@@ -11,11 +11,15 @@ could fix, and so what exploration around the policy can find. The replays need 
 repeats an episode exactly (a flow base from its mean noise, a residual on it). With
 ``expert_rotation`` the scripted expert's rotation actions replace the policy's, or move them
 towards the expert's by at most ``rotation_bound`` per entry: what a residual that orients the
-gripper (within that bound) would reach.
+gripper (within that bound) would reach. :func:`closing_poses` summarises, for the successes and
+the failures apart, how the gripper stood when it first closed: its turn off the cube's nearest
+face, its tilt off straight down, and its offset from the cube's centre, so that two policies
+with the same success can be told apart by how they grasp.
 
 Frames and units: positions are the env's ``state/ee_pos`` and ``state/cube_pos`` (base frame,
-metres); actions and offsets are the env's normalised action units (translation 0-2, rotation
-3-5, gripper 6 with +1 closed).
+metres; ``state/ee_quat`` and ``state/cube_quat`` (w, x, y, z) the same frame); actions and
+offsets are the env's normalised action units (translation 0-2, rotation 3-5, gripper 6 with +1
+closed). Closing poses are reported in millimetres and degrees.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import Any
 import numpy as np
 
 import sim
+from controllers.rotations import quat_to_mat
 from robotrl.benchmarks.expert_rotation import RotationFix
 from robotrl.evaluation import EpisodePolicy
 
@@ -45,12 +50,16 @@ class GraspRecord:
             is positive (closing), None if there is none.
         min_distance: the TCP's closest approach to the cube centre [m].
         max_lift: the cube's highest rise above its start [m].
+        close_turn: (yaw, tilt) of the gripper at that step [rad]: its yaw off the cube's
+            nearest face, in [-pi/4, pi/4) (the cube's four-fold symmetry), and the angle of its
+            approach axis off straight down; None if it never closed.
     """
 
     success: bool
     close_offset: tuple[float, float, float] | None
     min_distance: float
     max_lift: float
+    close_turn: tuple[float, float] | None = None
 
 
 def classify(record: GraspRecord) -> str:
@@ -69,6 +78,19 @@ def classify(record: GraspRecord) -> str:
     return "closed_near"
 
 
+def gripper_turn(ee_quat: np.ndarray, cube_quat: np.ndarray) -> tuple[float, float]:
+    """(yaw, tilt) [rad] of the TCP orientation ``ee_quat`` (4,) against the cube's ``cube_quat``
+    (4,): the TCP's yaw off the cube's nearest face, wrapped to [-pi/4, pi/4), and its z axis's
+    angle off world -z (0 when it points straight at the table)."""
+    ee, cube = quat_to_mat(ee_quat), quat_to_mat(cube_quat)
+    yaw = np.arctan2(ee[1, 0], ee[0, 0]) - np.arctan2(cube[1, 0], cube[0, 0])
+    quarter = np.pi / 2
+    return (
+        float((yaw + quarter / 2) % quarter - quarter / 2),
+        float(np.arccos(np.clip(-ee[2, 2], -1.0, 1.0))),
+    )
+
+
 def record_episode(
     env: Any,
     policy: EpisodePolicy,
@@ -84,6 +106,7 @@ def record_episode(
     expert = sim.make_expert("lift", env) if rotation is not None else None
     start_z = float(obs["state/cube_pos"][2])
     success, close, min_d, max_lift = False, None, np.inf, 0.0
+    turn = None
     while True:
         action = np.asarray(policy(obs), dtype=np.float64)
         if rotation is not None and expert is not None:  # both or neither
@@ -93,12 +116,13 @@ def record_episode(
         if close is None and action[-1] > 0.0:
             d = obs["state/ee_pos"] - obs["state/cube_pos"]
             close = (float(d[0]), float(d[1]), float(d[2]))
+            turn = gripper_turn(obs["state/ee_quat"], obs["state/cube_quat"])
         obs, _, terminated, truncated, info = env.step(action.astype(np.float32))
         min_d = min(min_d, float(np.linalg.norm(obs["state/ee_pos"] - obs["state/cube_pos"])))
         max_lift = max(max_lift, float(obs["state/cube_pos"][2]) - start_z)
         success = success or bool(info.get("success", False))
         if terminated or truncated:
-            return GraspRecord(success, close, min_d, max_lift)
+            return GraspRecord(success, close, min_d, max_lift, turn)
 
 
 def constant_offsets(action_dim: int, sizes: Sequence[float] = (0.03, 0.06)) -> np.ndarray:
@@ -118,6 +142,32 @@ def constant_offsets(action_dim: int, sizes: Sequence[float] = (0.03, 0.06)) -> 
     return np.asarray(out)
 
 
+def closing_poses(records: Sequence[GraspRecord]) -> dict[str, dict[str, Any]]:
+    """How the gripper stood at its first closing, for the successes and the failures apart:
+    ``{"success" | "failure": {"episodes": n, "yaw_deg" | "tilt_deg" | "xy_mm" | "height_mm":
+    [median, 90th percentile]}}`` over the episodes that closed (``yaw_deg`` of its absolute
+    value; ``height_mm``: the TCP above the cube's centre, negative below; None without
+    episodes)."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, want in (("success", True), ("failure", False)):
+        poses = [
+            (np.asarray(r.close_offset), r.close_turn)
+            for r in records
+            if r.success == want and r.close_offset is not None and r.close_turn is not None
+        ]
+        columns = {
+            "yaw_deg": [abs(np.degrees(turn[0])) for _, turn in poses],
+            "tilt_deg": [np.degrees(turn[1]) for _, turn in poses],
+            "xy_mm": [1000 * np.hypot(d[0], d[1]) for d, _ in poses],
+            "height_mm": [1000 * d[2] for d, _ in poses],
+        }
+        out[name] = {"episodes": len(poses)} | {
+            k: [round(float(np.percentile(v, q)), 1) for q in (50, 90)] if v else None
+            for k, v in columns.items()
+        }
+    return out
+
+
 def grasp_failures(
     env: Any,
     policy: EpisodePolicy,
@@ -127,9 +177,9 @@ def grasp_failures(
     offsets: np.ndarray | None = None,
     rotation: RotationFix | None = None,
 ) -> dict[str, Any]:
-    """``{"modes": {mode: episodes}, "success_rate", ["fixed_by_an_offset": {mode: episodes},
-    "offsets": K]}`` over episodes ``seed + i``, the policy's rotation changed as ``rotation``
-    says (None: unchanged).
+    """``{"modes": {mode: episodes}, "success_rate", "closing": closing_poses(...),
+    ["fixed_by_an_offset": {mode: episodes}, "offsets": K]}`` over episodes ``seed + i``, the
+    policy's rotation changed as ``rotation`` says (None: unchanged).
 
     Raises:
         ValueError: ``episodes`` < 1, or with ``offsets`` a failed episode that succeeds when
@@ -138,12 +188,12 @@ def grasp_failures(
     """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
-    modes = [
-        classify(record_episode(env, policy, seed + i, rotation=rotation)) for i in range(episodes)
-    ]
+    records = [record_episode(env, policy, seed + i, rotation=rotation) for i in range(episodes)]
+    modes = [classify(r) for r in records]
     out: dict[str, Any] = {
         "modes": {m: n for m, n in Counter(modes).most_common()},
         "success_rate": modes.count("success") / episodes,
+        "closing": closing_poses(records),
     }
     if offsets is not None:
         fixed: Counter[str] = Counter()
