@@ -35,6 +35,7 @@ import sim
 from controllers.rotations import quat_to_mat
 from robotrl.benchmarks.expert_rotation import RotationFix
 from robotrl.evaluation import EpisodePolicy
+from sim.expert import grasp_yaw
 
 MODES = ("success", "lifted_low", "closed_off", "closed_high", "closed_near", "never_closed")
 NEAR = 0.02  # [m] the TCP within this of the cube centre counts as at it (the cube's half size)
@@ -82,13 +83,10 @@ def gripper_turn(ee_quat: np.ndarray, cube_quat: np.ndarray) -> tuple[float, flo
     """(yaw, tilt) [rad] of the TCP orientation ``ee_quat`` (4,) against the cube's ``cube_quat``
     (4,): the TCP's yaw off the cube's nearest face, wrapped to [-pi/4, pi/4), and its z axis's
     angle off world -z (0 when it points straight at the table)."""
-    ee, cube = quat_to_mat(ee_quat), quat_to_mat(cube_quat)
-    yaw = np.arctan2(ee[1, 0], ee[0, 0]) - np.arctan2(cube[1, 0], cube[0, 0])
-    quarter = np.pi / 2
-    return (
-        float((yaw + quarter / 2) % quarter - quarter / 2),
-        float(np.arccos(np.clip(-ee[2, 2], -1.0, 1.0))),
-    )
+    # both yaws as the scripted expert reads them (it turns the TCP to the cube's grasp_yaw)
+    yaw, quarter = grasp_yaw(ee_quat) - grasp_yaw(cube_quat), np.pi / 2
+    tilt = np.arccos(np.clip(-quat_to_mat(ee_quat)[2, 2], -1.0, 1.0))
+    return float((yaw + quarter / 2) % quarter - quarter / 2), float(tilt)
 
 
 def record_episode(
