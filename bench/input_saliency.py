@@ -45,11 +45,12 @@ def main(argv: list[str]) -> dict[str, Any]:
     env = sim.make(meta["task"], **env_kwargs(meta))
     n, seed = int(args["episodes"]), int(args["seed"])
     with torch.no_grad():
-        obs, base, success = record_inputs(policy, env, range(seed, seed + n))
+        obs, base, result = record_inputs(policy, env, n, seed=seed, progress=True)
         sensitivity = input_sensitivity(policy.agent, obs, base, float(args["step"]))
     env.close()
     shares = input_shares(sensitivity, input_names(policy.featurizer, base.shape[1]))
-    return {"checkpoint": args["checkpoint"], "episodes": n, "seed": seed, "success": success,
+    return {"checkpoint": args["checkpoint"], "episodes": n, "seed": seed,
+            "success": result.success_rate,
             "steps": len(obs), "shares": {k: round(v, 3) for k, v in shares.items()}}  # fmt: skip
 
 

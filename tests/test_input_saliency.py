@@ -113,7 +113,7 @@ def residual(tmp_path_factory):
 def test_a_residual_on_its_base_is_recorded_at_every_step(residual) -> None:
     env = sim.make("reach")
     try:
-        obs, base, success = record_inputs(residual, env, [3, 4])
+        obs, base, result = record_inputs(residual, env, 2, seed=3)
         first, steps = env.reset(seed=3)[0], 0
         for seed in (3, 4):  # the same episodes again, counted
             o, _ = env.reset(seed=seed)
@@ -122,12 +122,12 @@ def test_a_residual_on_its_base_is_recorded_at_every_step(residual) -> None:
             while not done:
                 o, _, terminated, truncated, _ = env.step(residual(o))
                 steps, done = steps + 1, terminated or truncated
-        with pytest.raises(ValueError, match="seed"):
-            record_inputs(residual, env, [])
+        with pytest.raises(ValueError, match="episodes"):
+            record_inputs(residual, env, 0)
     finally:
         env.close()
     assert obs.shape == (steps, 6) and base.shape == (steps, 7)
     assert np.allclose(obs[0], residual.featurizer(first))
-    assert 0.0 <= success <= 1.0
+    assert 0.0 <= result.success_rate <= 1.0
     # a constant residual moves with no input
     assert np.all(input_sensitivity(residual.agent, obs, base) == 0.0)

@@ -25,18 +25,20 @@ from typing import Any
 
 import numpy as np
 
+from robotrl.algos.relative_features import TCP_KEY
 from robotrl.algos.residual_policy import ResidualActor, ResidualPolicy
+from robotrl.evaluation import EvalResult, evaluate
 
 BASE_ACTION = "base_action"
 
 
 def input_names(featurizer: Any, action_dim: int) -> list[str]:
     """The key each entry of the agent's input (features, then the base's action) comes from:
-    a state key per entry, ``<object key> - state/ee_pos`` for relative positions,
+    a state key per entry, ``<object key> - <TCP key>`` for relative positions,
     ``perceived`` for a VLA's scene estimate, ``base_action`` for the last ``action_dim``."""
     state = getattr(featurizer, "state", featurizer)
     names = [k for k in state.keys for _ in range(state.dims[k])]
-    names += [f"{k} - state/ee_pos" for k in getattr(featurizer, "objects", []) for _ in range(3)]
+    names += [f"{k} - {TCP_KEY}" for k in getattr(featurizer, "objects", []) for _ in range(3)]
     names += ["perceived"] * (int(featurizer.dim) - len(names))
     return names + [BASE_ACTION] * action_dim
 
@@ -63,30 +65,19 @@ class _Recording:
 
 
 def record_inputs(
-    policy: ResidualPolicy, env: Any, seeds: Sequence[int]
-) -> tuple[np.ndarray, np.ndarray, float]:
-    """Run ``policy`` (deterministic) on ``env`` for the episodes reset with ``seeds``.
+    policy: ResidualPolicy, env: Any, episodes: int, *, seed: int = 0, progress: bool = False
+) -> tuple[np.ndarray, np.ndarray, EvalResult]:
+    """Evaluate ``policy`` (deterministic) on ``env`` for ``episodes`` episodes, episode i reset
+    with ``seed + i`` (:func:`robotrl.evaluation.evaluate`), keeping what its agent read.
 
     Returns:
         the agent's features (N, O) and base actions (N, A) at every step of every episode,
-        and the episodes' success rate.
+        and the evaluation's result.
     """
-    if not seeds:
-        raise ValueError("record_inputs needs at least one episode seed")
     recording = _Recording(policy.agent)
     runner = ResidualPolicy(recording, policy.base, policy.featurizer, policy.execute_horizon)
-    successes = 0
-    for seed in seeds:
-        obs, _ = env.reset(seed=int(seed))
-        runner.reset()
-        success = False
-        while True:
-            obs, _, terminated, truncated, info = env.step(runner(obs))
-            success = success or bool(info.get("success", False))
-            if terminated or truncated:
-                break
-        successes += success
-    return np.concatenate(recording.obs), np.concatenate(recording.base), successes / len(seeds)
+    result = evaluate(env, runner, episodes, seed=seed, progress=progress, desc="saliency")
+    return np.concatenate(recording.obs), np.concatenate(recording.base), result
 
 
 def spread(x: np.ndarray) -> np.ndarray:
@@ -115,11 +106,11 @@ def input_sensitivity(
     o, width = obs.shape[1], spread(x)
     out = np.zeros(x.shape[1])
     for j in np.flatnonzero(width > 0):
-        moved = []
+        column, moved = x[:, j].copy(), []
         for sign in (1.0, -1.0):
-            xj = x.copy()
-            xj[:, j] += sign * step * width[j]
-            moved.append(agent.act(xj[:, :o], xj[:, o:], explore=False)[1])
+            x[:, j] = column + sign * step * width[j]
+            moved.append(agent.act(x[:, :o], x[:, o:], explore=False)[1])
+        x[:, j] = column
         out[j] = float(np.mean(np.abs(moved[0] - moved[1]))) / (2.0 * step)
     return out
 
